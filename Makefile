@@ -1,0 +1,38 @@
+# spt: two commands do everything, each setting itself up on a fresh machine.
+#   make demo   - create .venv, install, run notebooks/00_quickstart.ipynb with papermill
+#   make test   - create .venv, install, run the test suite
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+RESULTS ?= results
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml tools/install_torch.sh | cksum | cut -d' ' -f1)
+
+export MPLBACKEND ?= agg
+export HF_HUB_OFFLINE ?= 1
+export TQDM_MININTERVAL ?= 5
+
+.PHONY: install demo test clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): $(PY) pyproject.toml tools/install_torch.sh
+	$(PY) -m pip install --quiet --upgrade pip
+	tools/install_torch.sh $(PY)
+	$(PY) -m pip install --quiet -e ".[dev]"
+	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
+	rm -f $(VENV)/.installed-*; touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	mkdir -p $(RESULTS)
+	$(VENV)/bin/papermill notebooks/00_quickstart.ipynb $(RESULTS)/00_quickstart.ipynb \
+	  -k python3 --cwd . -p results_dir $(RESULTS) --log-output --no-progress-bar
+	@echo "wrote $(RESULTS)/quickstart.nc and $(RESULTS)/00_quickstart.ipynb"
+
+test: install
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) $(RESULTS) .pytest_cache

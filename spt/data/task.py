@@ -1,0 +1,78 @@
+"""What a task hands to the models and training loops: a :class:`TaskSpec` plus three Datasets.
+
+Every dataset item is a dict::
+
+    {"inputs": LongTensor (L,)      for token tasks     (ids into the task vocabulary)
+               FloatTensor (L, C)   for continuous tasks (pixels, audio; C = spec.d_input)
+     "label":  LongTensor ()        for classification, FloatTensor () for regression}
+
+Sequences may have different lengths; :func:`spt.data.collate.pad_collate` pads a batch and adds
+``valid`` (B, L) bool, True on real positions.
+
+Token vocabularies reserve fixed indices for the special tokens (shared by pretraining and
+finetuning): ``PAD_ID=0``, ``MASK_ID=1``, ``UNK_ID=2``, ``EOS_ID=3``; task symbols start at 4.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from torch.utils.data import Dataset
+
+PAD_ID, MASK_ID, UNK_ID, EOS_ID = 0, 1, 2, 3
+SPECIAL_TOKENS = ("<pad>", "<mask>", "<unk>", "<eos>")
+N_SPECIAL = len(SPECIAL_TOKENS)
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """Static facts about a task.
+
+    name        : short name, e.g. "digits16".
+    seq_len     : maximum sequence length L.
+    num_classes : number of classes, or None for regression.
+    vocab_size  : token tasks: size of the vocabulary including specials; None for continuous.
+    d_input     : continuous tasks: channels per position; None for token tasks.
+    mask_ratio  : the paper's masking ratio for this kind of data (section 2).
+    description : one honest sentence on what the data is.
+    """
+
+    name: str
+    seq_len: int
+    num_classes: Optional[int]
+    vocab_size: Optional[int] = None
+    d_input: Optional[int] = None
+    mask_ratio: float = 0.5
+    description: str = ""
+
+    def __post_init__(self):
+        if (self.vocab_size is None) == (self.d_input is None):
+            raise ValueError(f"TaskSpec {self.name!r}: set exactly one of vocab_size (token task) "
+                             f"or d_input (continuous task)")
+
+    @property
+    def is_tokens(self) -> bool:
+        return self.vocab_size is not None
+
+    @property
+    def is_regression(self) -> bool:
+        return self.num_classes is None
+
+    @property
+    def pretrain_loss(self) -> str:
+        """"ce" over the vocabulary for token tasks, "l1" for continuous values."""
+        return "ce" if self.is_tokens else "l1"
+
+
+@dataclass
+class Task:
+    """A task's spec and its train / validation / test datasets."""
+
+    spec: TaskSpec
+    train: Dataset
+    val: Dataset
+    test: Dataset
+
+    def __repr__(self) -> str:
+        return (f"Task({self.spec.name}: train={len(self.train)}, val={len(self.val)}, "
+                f"test={len(self.test)}, L={self.spec.seq_len})")

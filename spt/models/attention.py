@@ -1,0 +1,177 @@
+"""Multi-head self-attention with one switch for the backend, and neighbour-block local attention.
+
+Backends (``ModelConfig.attention``):
+
+* ``"flash"``  - flash-attn's ``flash_attn_func`` (CUDA, fp16/bf16, batches without padding);
+* ``"sdpa"``   - ``torch.nn.functional.scaled_dot_product_attention`` (any device);
+* ``"manual"`` - plain softmax(QKᵀ/√d)V, the reference the others are tested against;
+* ``"auto"``   - flash when installed, on CUDA, in half precision and the batch has no padding;
+                 SDPA otherwise.
+
+Padding is given as ``valid`` (B, L) bool, True on real positions; padded keys are never attended.
+Masks are passed as *broadcast* key masks of shape (B, 1, 1, L), never as a dense (L, L) matrix.
+
+Neighbour-block local attention (``local_block=W``, the paper's choice for inputs of 16K+ tokens):
+the sequence is cut into blocks of W tokens; block i attends to blocks i-1, i, i+1 (bidirectional)
+or i-1, i (causal, with the causal order inside). Keys/values of the neighbours are gathered into
+(B·nb, H, W, 3W) problems and solved by the same fused SDPA call, so memory grows as L·3W, not L².
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .positions import apply_rotary
+
+try:  # optional fast path; flash-attn only builds against CUDA
+    from flash_attn import flash_attn_func as _flash_attn_func  # type: ignore
+except Exception:  # pragma: no cover - depends on the machine
+    _flash_attn_func = None
+
+FLASH_AVAILABLE = _flash_attn_func is not None
+
+
+def attention_ref(q, k, v, key_valid=None, causal=False, dropout_p=0.0, allowed=None):
+    """Reference attention in plain torch.
+
+    q, k, v   : (B, H, Lq, D), (B, H, Lk, D), (B, H, Lk, D)
+    key_valid : (B, Lk) bool or None - False keys are never attended.
+    allowed   : optional (..., Lq, Lk) bool mask broadcastable to (B, H, Lq, Lk).
+    returns   : (B, H, Lq, D)
+    """
+    scores = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    ok = torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device)
+    if causal:
+        ok = torch.ones_like(ok).tril(diagonal=k.shape[-2] - q.shape[-2])
+    ok = ok.expand_as(scores)
+    if key_valid is not None:
+        ok = ok & key_valid[:, None, None, :]
+    if allowed is not None:
+        ok = ok & allowed
+    scores = scores.masked_fill(~ok, float("-inf"))
+    p = torch.softmax(scores.float(), dim=-1).to(q.dtype)
+    p = torch.nan_to_num(p)  # rows with no allowed key give zeros, never NaN
+    if dropout_p > 0:
+        p = F.dropout(p, dropout_p)
+    return p @ v
+
+
+def _sdpa(q, k, v, key_valid, causal, dropout_p):
+    """SDPA with a broadcast key mask; q, k, v (B, H, L, D)."""
+    if key_valid is None:
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=causal)
+    mask = key_valid[:, None, None, :]  # (B, 1, 1, L): broadcast, not an L x L matrix
+    if causal:
+        L = q.shape[-2]
+        mask = mask & torch.ones(L, L, dtype=torch.bool, device=q.device).tril()
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+
+
+def full_attention(q, k, v, key_valid=None, causal=False, dropout_p=0.0, backend="auto"):
+    """Full attention through the chosen backend. q, k, v: (B, H, L, D) -> (B, H, L, D)."""
+    no_padding = key_valid is None or bool(key_valid.all())
+    use_flash = backend == "flash" or (
+        backend == "auto" and FLASH_AVAILABLE and q.is_cuda
+        and q.dtype in (torch.float16, torch.bfloat16) and no_padding)
+    if backend == "flash":
+        if not FLASH_AVAILABLE:
+            raise RuntimeError("attention='flash' but flash-attn is not installed; "
+                               "use attention='auto' or 'sdpa', or `pip install flash-attn`")
+        if not no_padding:
+            raise NotImplementedError("attention='flash' does not take padded batches; "
+                                      "use attention='auto' (falls back to SDPA for them)")
+    if use_flash:
+        out = _flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                               dropout_p=dropout_p, causal=causal)  # flash layout: B, L, H, D
+        return out.transpose(1, 2)
+    if backend == "manual":
+        return attention_ref(q, k, v, key_valid, causal, dropout_p)
+    return _sdpa(q, k, v, key_valid, causal, dropout_p)
+
+
+def _blocks_with_neighbours(x: torch.Tensor, W: int, causal: bool) -> torch.Tensor:
+    """(B, H, nb*W, D) -> (B, H, nb, n*W, D): each block's previous, own (and next) block."""
+    B, H, L, D = x.shape
+    xb = x.view(B, H, L // W, W, D)
+    prev = F.pad(xb, (0, 0, 0, 0, 1, 0))[:, :, :-1]
+    parts = [prev, xb]
+    if not causal:
+        parts.append(F.pad(xb, (0, 0, 0, 0, 0, 1))[:, :, 1:])
+    return torch.cat(parts, dim=3)
+
+
+def local_attention(q, k, v, block: int, key_valid=None, causal=False, dropout_p=0.0,
+                    backend="auto"):
+    """Neighbour-block local attention.
+
+    q, k, v   : (B, H, L, D); L need not be a multiple of `block` (it is padded internally).
+    key_valid : (B, L) bool or None.
+    returns   : (B, H, L, D). Query i attends to key j iff |blk(i) - blk(j)| <= 1 (bidirectional)
+                or 0 <= blk(i) - blk(j) <= 1 and j <= i (causal), and key j is valid.
+    """
+    B, H, L, D = q.shape
+    W = block
+    nb = -(-L // W)
+    pad = nb * W - L
+    if key_valid is None:
+        key_valid = torch.ones(B, L, dtype=torch.bool, device=q.device)
+    if pad:
+        q, k, v = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v))
+        key_valid = F.pad(key_valid, (0, pad), value=False)
+    kb = _blocks_with_neighbours(k, W, causal)  # (B, H, nb, nW, D)
+    vb = _blocks_with_neighbours(v, W, causal)
+    n = kb.shape[3] // W
+    # Which gathered keys exist and are valid: (B, nb, nW). Missing neighbours at the edges are False.
+    kv = key_valid.view(B, nb, W)
+    kv_prev = F.pad(kv, (0, 0, 1, 0), value=False)[:, :-1]
+    parts = [kv_prev, kv]
+    if not causal:
+        parts.append(F.pad(kv, (0, 0, 0, 1), value=False)[:, 1:])
+    kvb = torch.cat(parts, dim=2)
+    # A block whose window holds no valid key (only possible where every query is padding too)
+    # gets all keys allowed, so the softmax stays finite; those outputs are padding and unused.
+    kvb = kvb | ~kvb.any(dim=-1, keepdim=True)
+    mask = kvb[:, None, :, None, :]  # (B, 1, nb, 1, nW): a key mask, broadcast over queries
+    if causal:  # key at gathered slot s is in block (i - 1 + s // W); allowed iff s <= W + qpos
+        qpos = torch.arange(W, device=q.device)[:, None]
+        slot = torch.arange(n * W, device=q.device)[None, :]
+        mask = mask & (slot <= W + qpos)  # (B, 1, nb, W, nW)
+    qb = q.view(B, H, nb, W, D)
+    if backend == "manual":
+        out = attention_ref(qb.flatten(1, 2), kb.flatten(1, 2), vb.flatten(1, 2),
+                            allowed=mask.expand(B, H, nb, -1, -1).flatten(1, 2),
+                            dropout_p=dropout_p).view(B, H, nb, W, D)
+    else:  # fused kernels want 4-D inputs: fold the blocks into the batch, (B*nb, H, ., D)
+        fold = lambda t: t.transpose(1, 2).flatten(0, 1)  # noqa: E731
+        out = F.scaled_dot_product_attention(fold(qb), fold(kb), fold(vb),
+                                             attn_mask=fold(mask), dropout_p=dropout_p)
+        out = out.view(B, nb, H, W, D).transpose(1, 2)
+    return out.reshape(B, H, nb * W, D)[:, :, :L]
+
+
+class Attention(nn.Module):
+    """Multi-head self-attention. x (B, L, d_model), valid (B, L) bool -> (B, L, d_model)."""
+
+    def __init__(self, d_model: int, n_heads: int, *, causal: bool = False, dropout: float = 0.0,
+                 rotary: bool = False, local_block: Optional[int] = None, backend: str = "auto"):
+        super().__init__()
+        self.n_heads, self.causal, self.dropout = n_heads, causal, dropout
+        self.rotary, self.local_block, self.backend = rotary, local_block, backend
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.out = nn.Linear(d_model, d_model)
+
+    def forward(self, x: torch.Tensor, valid: Optional[torch.Tensor] = None) -> torch.Tensor:
+        B, L, d = x.shape
+        q, k, v = self.qkv(x).view(B, L, 3, self.n_heads, d // self.n_heads).permute(2, 0, 3, 1, 4)
+        if self.rotary:
+            q, k = apply_rotary(q), apply_rotary(k)
+        p = self.dropout if self.training else 0.0
+        if self.local_block is not None and L > self.local_block:
+            y = local_attention(q, k, v, self.local_block, valid, self.causal, p, self.backend)
+        else:
+            y = full_attention(q, k, v, valid, self.causal, p, self.backend)
+        return self.out(y.transpose(1, 2).reshape(B, L, d))

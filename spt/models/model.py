@@ -1,0 +1,83 @@
+"""SequenceModel = backbone (encoder -> positions -> blocks -> norm) + head.
+
+The backbone is what self-pretraining learns and finetuning keeps; the head is what finetuning
+replaces. All parameters of the backbone live under ``backbone.`` and all of the head under
+``head.``, so a checkpoint's backbone can be loaded strictly by name.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+import torch.nn as nn
+
+from ..config import ModelConfig, ObjectiveConfig
+from ..data.task import TaskSpec
+from .heads import ClassifierHead, ContinuousEncoder, TokenEncoder, TokenHead
+from .positions import AddedPositions
+from .transformer import TransformerEncoder
+
+
+class Backbone(nn.Module):
+    """inputs (B, L) ids or (B, L, C) values, valid (B, L) bool, masked (B, L) bool -> (B, L, d)."""
+
+    def __init__(self, cfg: ModelConfig, spec: TaskSpec):
+        super().__init__()
+        self.cfg = cfg
+        if spec.is_tokens:
+            self.encoder = TokenEncoder(spec.vocab_size, cfg.d_model)
+        else:
+            self.encoder = ContinuousEncoder(spec.d_input, cfg.d_model)
+        self.positions = None
+        if cfg.positions in ("sinusoidal", "learned"):
+            self.positions = AddedPositions(cfg.max_len, cfg.d_model, cfg.positions == "learned")
+        self.drop = nn.Dropout(cfg.dropout)
+        self.layers = TransformerEncoder(cfg)
+
+    def forward(self, inputs: torch.Tensor, valid: Optional[torch.Tensor] = None,
+                masked: Optional[torch.Tensor] = None) -> torch.Tensor:
+        x = self.encoder(inputs, masked)
+        if self.positions is not None:
+            x = self.positions(x)
+        return self.layers(self.drop(x), valid)
+
+
+class SequenceModel(nn.Module):
+    """backbone + head. forward(inputs, valid=None, masked=None) -> head output.
+
+    head output: (B, n_out) for a ClassifierHead, (B, L, n_out) for a TokenHead.
+    """
+
+    def __init__(self, backbone: nn.Module, head: nn.Module):
+        super().__init__()
+        self.backbone, self.head = backbone, head
+
+    def forward(self, inputs, valid=None, masked=None):
+        return self.head(self.backbone(inputs, valid, masked), valid)
+
+
+def classifier_model(cfg: ModelConfig, spec: TaskSpec) -> SequenceModel:
+    """A model for finetuning / training from scratch: pooled head with num_classes outputs
+    (1 output for regression tasks)."""
+    n_out = 1 if spec.is_regression else spec.num_classes
+    return SequenceModel(Backbone(cfg, spec), ClassifierHead(cfg.d_model, n_out, cfg.pooling))
+
+
+def pretraining_model(cfg: ModelConfig, spec: TaskSpec, objective: ObjectiveConfig) -> SequenceModel:
+    """A model for self-pretraining: per-position head over the vocabulary (CE) or values (L1)."""
+    if objective.kind == "masked" and cfg.causal:
+        raise ValueError("masked pretraining needs a bidirectional model: set ModelConfig.causal="
+                         "False, or use ObjectiveConfig(kind='causal')")
+    if objective.kind == "causal" and not cfg.causal:
+        raise ValueError("causal (next-token) pretraining needs ModelConfig.causal=True; a "
+                         "bidirectional model would see the token it predicts")
+    if objective.loss == "ce" and not spec.is_tokens:
+        raise ValueError(f"task {spec.name!r} has continuous inputs: use ObjectiveConfig(loss='l1')")
+    if objective.loss == "l1" and spec.is_tokens:
+        raise ValueError(f"task {spec.name!r} has token inputs: use ObjectiveConfig(loss='ce')")
+    n_out = spec.vocab_size if spec.is_tokens else spec.d_input
+    return SequenceModel(Backbone(cfg, spec), TokenHead(cfg.d_model, n_out))
+
+
+def count_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)

@@ -1,0 +1,43 @@
+"""Pre-LayerNorm Transformer encoder blocks (causal or bidirectional)."""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+import torch.nn as nn
+
+from ..config import ModelConfig
+from .attention import Attention
+
+
+class TransformerBlock(nn.Module):
+    """x + Attn(LN(x)), then x + FF(LN(x)). x (B, L, d), valid (B, L) bool -> (B, L, d)."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(cfg.d_model)
+        self.attn = Attention(cfg.d_model, cfg.n_heads, causal=cfg.causal, dropout=cfg.attn_dropout,
+                              rotary=cfg.positions == "rotary", local_block=cfg.local_block,
+                              backend=cfg.attention)
+        self.norm2 = nn.LayerNorm(cfg.d_model)
+        self.ff = nn.Sequential(nn.Linear(cfg.d_model, cfg.d_ff), nn.GELU(),
+                                nn.Dropout(cfg.dropout), nn.Linear(cfg.d_ff, cfg.d_model))
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: torch.Tensor, valid: Optional[torch.Tensor] = None) -> torch.Tensor:
+        x = x + self.drop(self.attn(self.norm1(x), valid))
+        return x + self.drop(self.ff(self.norm2(x)))
+
+
+class TransformerEncoder(nn.Module):
+    """A stack of pre-LN blocks followed by a final LayerNorm. (B, L, d) -> (B, L, d)."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.blocks = nn.ModuleList(TransformerBlock(cfg) for _ in range(cfg.n_layers))
+        self.norm = nn.LayerNorm(cfg.d_model)
+
+    def forward(self, x: torch.Tensor, valid: Optional[torch.Tensor] = None) -> torch.Tensor:
+        for block in self.blocks:
+            x = block(x, valid)
+        return self.norm(x)

@@ -1,0 +1,86 @@
+"""pretrain(), finetune(), train_from_scratch(): the three runs of the self-pretraining protocol.
+
+    pt = pretrain(task, model_cfg, objective_cfg, train_cfg, "runs/pt")
+    ft = finetune(task, pt.best_checkpoint, train_cfg, "runs/ft")
+    sc = train_from_scratch(task, model_cfg, train_cfg, "runs/scratch")
+
+Each returns a :class:`~spt.train.engine.RunResult` (model with its best-validation weights,
+history as an xarray Dataset, metrics). Pretraining uses only the task's training split (its labels
+are never read); checkpoint selection is on the validation split's denoising metric (token accuracy
+for CE, R² of the reconstruction for L1), as in the paper's appendix C.1.
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Optional
+
+import torch
+
+from ..config import ModelConfig, ObjectiveConfig, TrainConfig, replace, to_dict
+from ..data.task import Task, TaskSpec
+from ..models.model import classifier_model, pretraining_model
+from .checkpoint import load_backbone, load_checkpoint
+from .engine import RunResult, fit
+from .objectives import Denoising, Supervised
+
+
+def _meta(model_cfg: ModelConfig, spec: TaskSpec, objective: Optional[ObjectiveConfig]) -> dict:
+    return {"model_config": to_dict(model_cfg), "spec": dataclasses.asdict(spec),
+            "objective": to_dict(objective) if objective is not None else None}
+
+
+def pretrain(task: Task, model_cfg: ModelConfig, objective: ObjectiveConfig, train_cfg: TrainConfig,
+             out_dir, *, resume: bool = False, **fit_kw) -> RunResult:
+    """Self-pretrain a per-position model on task.train with masked or causal denoising.
+
+    The best-validation weights are in ``<out_dir>/best.pt``; pass that to :func:`finetune`.
+    ``test_metrics`` of the result are the denoising metrics on the test split.
+    """
+    torch.manual_seed(train_cfg.seed)
+    model = pretraining_model(model_cfg, task.spec, objective)
+    return fit(model, Denoising(objective, task.spec), task, train_cfg, out_dir, stage="pretrain",
+               meta=_meta(model_cfg, task.spec, objective), resume=resume, **fit_kw)
+
+
+def _check_same_task(spec: TaskSpec, saved: dict, path: str) -> None:
+    for name in ("vocab_size", "d_input"):
+        if saved.get(name) != getattr(spec, name):
+            raise ValueError(f"checkpoint {path} was pretrained on task {saved.get('name')!r} with "
+                             f"{name}={saved.get(name)}, but task {spec.name!r} has "
+                             f"{name}={getattr(spec, name)}: finetune on the task it was pretrained on")
+
+
+def finetune(task: Task, checkpoint, train_cfg: TrainConfig, out_dir, *,
+             pooling: Optional[str] = None, resume: bool = False, **fit_kw) -> RunResult:
+    """Finetune a pretrained backbone on task labels.
+
+    checkpoint : a pretraining ``best.pt`` (or its folder). The model is rebuilt from the
+                 checkpoint's own ModelConfig, its backbone loaded strictly by parameter name, and
+                 the per-position head replaced by a fresh pooled classifier (or regressor).
+    pooling    : override the pooling of the saved config ("mean" | "max" | "last").
+    """
+    ckpt = load_checkpoint(checkpoint)
+    model_cfg = ModelConfig(**ckpt["model_config"])
+    if pooling is not None:
+        model_cfg = replace(model_cfg, pooling=pooling)
+    _check_same_task(task.spec, ckpt["spec"], ckpt["path"])
+    torch.manual_seed(train_cfg.seed)
+    model = classifier_model(model_cfg, task.spec)
+    load_backbone(model, ckpt)
+    meta = _meta(model_cfg, task.spec, None)
+    meta["pretrained_from"] = ckpt["path"]
+    return fit(model, Supervised(task.spec), task, train_cfg, out_dir, stage="finetune", meta=meta,
+               resume=resume, **fit_kw)
+
+
+def train_from_scratch(task: Task, model_cfg: ModelConfig, train_cfg: TrainConfig, out_dir, *,
+                       resume: bool = False, **fit_kw) -> RunResult:
+    """Train a randomly initialised classifier on task labels (the baseline).
+
+    Give ``train_cfg.patience`` so it runs until validation stops improving, as the paper does.
+    """
+    torch.manual_seed(train_cfg.seed)
+    model = classifier_model(model_cfg, task.spec)
+    return fit(model, Supervised(task.spec), task, train_cfg, out_dir, stage="scratch",
+               meta=_meta(model_cfg, task.spec, None), resume=resume, **fit_kw)

@@ -1,0 +1,54 @@
+"""AdamW with per-parameter hints, and the learning-rate schedules.
+
+A parameter may carry optimiser hints as an attribute, e.g. ``p._optim = {"lr": 1e-3,
+"weight_decay": 0.0}`` (the SSM layers use this for their state-space parameters). Without hints,
+matrices (ndim >= 2) get ``TrainConfig.weight_decay`` and vectors (biases, norm scales) get none.
+Embedding tables are matrices and are decayed like the others unless they carry a hint.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..config import TrainConfig
+
+
+def param_groups(model: torch.nn.Module, cfg: TrainConfig) -> list[dict]:
+    """Group trainable parameters by their effective (lr, weight_decay)."""
+    groups: dict[tuple, dict] = {}
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        hint = dict(getattr(p, "_optim", {}))
+        lr = hint.pop("lr", cfg.lr)
+        wd = hint.pop("weight_decay", cfg.weight_decay if p.ndim >= 2 else 0.0)
+        if hint:
+            raise ValueError(f"parameter {name!r} has unknown optimiser hints {sorted(hint)}; "
+                             f"only 'lr' and 'weight_decay' are understood")
+        g = groups.setdefault((lr, wd), {"params": [], "names": [], "lr": lr, "weight_decay": wd})
+        g["params"].append(p)
+        g["names"].append(name)
+    return list(groups.values())
+
+
+def build_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
+    groups = param_groups(model, cfg)
+    for g in groups:
+        g.pop("names")
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=tuple(cfg.betas))
+
+
+def lr_factor(step: int, total: int, warmup: int, schedule: str) -> float:
+    """Multiplier of each group's base lr at optimiser step `step` (0-based)."""
+    if warmup and step < warmup:
+        return (step + 1) / warmup
+    if schedule == "constant":
+        return 1.0
+    progress = min(1.0, (step - warmup) / max(1, total - warmup))
+    return 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def build_scheduler(opt: torch.optim.Optimizer, cfg: TrainConfig, total_steps: int):
+    return torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: lr_factor(s, total_steps, cfg.warmup_steps, cfg.schedule))
