@@ -149,6 +149,26 @@ class TrainConfig:
                 _check_positive(c, name, v)
 
 
+# Model config classes that checkpoints can be rebuilt from (the SSM configs join this tuple).
+MODEL_CONFIG_TYPES: tuple = (ModelConfig,)
+
+
+def model_config_to_dict(cfg) -> dict:
+    """{"type": class name, **fields}: how checkpoints store a model config."""
+    return {"type": type(cfg).__name__, **dataclasses.asdict(cfg)}
+
+
+def model_config_from_dict(d: dict):
+    """Inverse of :func:`model_config_to_dict` (a dict without "type" is a ModelConfig)."""
+    d = dict(d)
+    name = d.pop("type", "ModelConfig")
+    for cls in MODEL_CONFIG_TYPES:
+        if cls.__name__ == name:
+            return cls(**d)
+    raise ValueError(f"checkpoint has a model config of unknown type {name!r}; known: "
+                     f"{[c.__name__ for c in MODEL_CONFIG_TYPES]}")
+
+
 def replace(cfg, **changes):
     """``dataclasses.replace`` that names the config class when a field does not exist."""
     names = {f.name for f in dataclasses.fields(cfg)}
@@ -227,3 +247,4 @@ def transformer_preset(task: str, variant: str = "masked") -> Preset:
         rows = ", ".join(f"{t}/{v}" for t, v in TRANSFORMER_PRESETS)
         raise KeyError(f"no Transformer preset for task={task!r}, variant={variant!r}; "
                        f"Table 4 rows are: {rows}") from None
+

@@ -18,6 +18,13 @@ from .positions import AddedPositions
 from .transformer import TransformerEncoder
 
 
+def build_layers(cfg) -> nn.Module:
+    """The sequence-mixing stack for a model config: (B, L, d), valid (B, L) -> (B, L, d)."""
+    if isinstance(cfg, ModelConfig):
+        return TransformerEncoder(cfg)
+    raise TypeError(f"no layer stack for model config of type {type(cfg).__name__}")
+
+
 class Backbone(nn.Module):
     """inputs (B, L) ids or (B, L, C) values, valid (B, L) bool, masked (B, L) bool -> (B, L, d)."""
 
@@ -29,10 +36,10 @@ class Backbone(nn.Module):
         else:
             self.encoder = ContinuousEncoder(spec.d_input, cfg.d_model)
         self.positions = None
-        if cfg.positions in ("sinusoidal", "learned"):
+        if getattr(cfg, "positions", "none") in ("sinusoidal", "learned"):
             self.positions = AddedPositions(cfg.max_len, cfg.d_model, cfg.positions == "learned")
         self.drop = nn.Dropout(cfg.dropout)
-        self.layers = TransformerEncoder(cfg)
+        self.layers = build_layers(cfg)
 
     def forward(self, inputs: torch.Tensor, valid: Optional[torch.Tensor] = None,
                 masked: Optional[torch.Tensor] = None) -> torch.Tensor:

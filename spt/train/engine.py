@@ -63,6 +63,12 @@ def epoch_batches(n: int, batch_size: int, seed: int, epoch: int) -> list[list[i
     return [perm[i:i + batch_size] for i in range(0, n, batch_size)]
 
 
+def _loader_generator(seed: int) -> torch.Generator:
+    """A DataLoader draws its workers' base seed from its generator, or else from the global RNG;
+    giving it its own keeps the global RNG (dropout) identical in a resumed run."""
+    return torch.Generator().manual_seed(seed)
+
+
 def _to(batch: dict, device) -> dict:
     return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
 
@@ -80,7 +86,7 @@ def evaluate(model, objective, dataset, cfg: TrainConfig, device=None, seed: int
     model.eval()
     bs = cfg.eval_batch_size or cfg.batch_size
     loader = DataLoader(dataset, batch_size=bs, shuffle=False, collate_fn=pad_collate,
-                        num_workers=cfg.num_workers)
+                        num_workers=cfg.num_workers, generator=_loader_generator(seed))
     gen = torch.Generator(device=device).manual_seed(seed)
     totals: dict = {}
     for batch in loader:
@@ -106,6 +112,28 @@ def _set_rng_state(s: dict, gen: torch.Generator) -> None:
     gen.set_state(s["gen"])
     if "cuda" in s and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(s["cuda"])
+
+
+def _check_same_run(ck: dict, meta: dict, cfg: TrainConfig, path: Path) -> None:
+    """Resuming is only allowed into a run with the same configuration."""
+    saved = {"train_config": ck.get("train_config"), **{k: ck.get(k) for k in meta}}
+    now = {"train_config": to_dict(cfg), **meta}
+    ignore = {"progress", "num_workers", "device", "eval_batch_size"}
+    diffs = []
+    for key in now:
+        a, b = saved.get(key), now[key]
+        if isinstance(a, dict) and isinstance(b, dict):
+            diffs += [f"{key}.{f}: saved {a.get(f)!r}, now {b.get(f)!r}" for f in sorted(set(a) | set(b))
+                      if f not in ignore and _norm(a.get(f)) != _norm(b.get(f))]
+        elif _norm(a) != _norm(b):
+            diffs.append(f"{key}: saved {a!r}, now {b!r}")
+    if diffs:
+        raise ValueError(f"cannot resume {path}: it was written with another configuration ("
+                         + "; ".join(diffs) + "). Use another out_dir for the new configuration.")
+
+
+def _norm(v):
+    return list(v) if isinstance(v, tuple) else v
 
 
 def _history_dataset(rows: list[dict], stage: str) -> xr.Dataset:
@@ -150,6 +178,7 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
              "bad_evals": 0, "history": [], "done": False, "time": 0.0}
     if resume and last_path.exists():
         ck = torch.load(last_path, map_location="cpu", weights_only=False)
+        _check_same_run(ck, meta, cfg, last_path)
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["optimizer"])
         sched.load_state_dict(ck["scheduler"])
@@ -183,7 +212,8 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
         epoch = state["epoch"]
         batches = epoch_batches(n, cfg.batch_size, cfg.seed, epoch)[state["batch"]:]
         loader = DataLoader(task.train, batch_sampler=batches, collate_fn=pad_collate,
-                            num_workers=cfg.num_workers, pin_memory=device.type == "cuda")
+                            num_workers=cfg.num_workers, pin_memory=device.type == "cuda",
+                            generator=_loader_generator(cfg.seed * 100_003 + epoch))
         totals: dict = dict(state.pop("totals", {}))  # partial sums of an interrupted epoch
         bar = tqdm(loader, desc=f"{stage} epoch {epoch + 1}/{cfg.epochs}", leave=False,
                    disable=not cfg.progress, mininterval=1.0)

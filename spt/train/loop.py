@@ -17,7 +17,8 @@ from typing import Optional
 
 import torch
 
-from ..config import ModelConfig, ObjectiveConfig, TrainConfig, replace, to_dict
+from ..config import (ModelConfig, ObjectiveConfig, TrainConfig, model_config_from_dict,
+                      model_config_to_dict, replace, to_dict)
 from ..data.task import Task, TaskSpec
 from ..models.model import classifier_model, pretraining_model
 from .checkpoint import load_backbone, load_checkpoint
@@ -26,7 +27,7 @@ from .objectives import Denoising, Supervised
 
 
 def _meta(model_cfg: ModelConfig, spec: TaskSpec, objective: Optional[ObjectiveConfig]) -> dict:
-    return {"model_config": to_dict(model_cfg), "spec": dataclasses.asdict(spec),
+    return {"model_config": model_config_to_dict(model_cfg), "spec": dataclasses.asdict(spec),
             "objective": to_dict(objective) if objective is not None else None}
 
 
@@ -61,7 +62,7 @@ def finetune(task: Task, checkpoint, train_cfg: TrainConfig, out_dir, *,
     pooling    : override the pooling of the saved config ("mean" | "max" | "last").
     """
     ckpt = load_checkpoint(checkpoint)
-    model_cfg = ModelConfig(**ckpt["model_config"])
+    model_cfg = model_config_from_dict(ckpt["model_config"])
     if pooling is not None:
         model_cfg = replace(model_cfg, pooling=pooling)
     _check_same_task(task.spec, ckpt["spec"], ckpt["path"])

@@ -1,0 +1,105 @@
+"""Attention backends agree with the plain-torch reference; local attention equals dense attention
+under the equivalent mask; padded keys are never attended."""
+import pytest
+import torch
+
+from spt.models.attention import Attention, attention_ref, full_attention, local_attention
+
+
+def rand_qkv(B=2, H=3, L=37, D=8, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(B, H, L, D, generator=g) for _ in range(3)]
+
+
+def lengths_to_valid(lengths, L):
+    return torch.arange(L)[None, :] < torch.tensor(lengths)[:, None]
+
+
+def block_mask(L, W, causal):
+    """Dense (L, L) reference of neighbour-block attention: |blk(i) - blk(j)| <= 1 (and j <= i)."""
+    blk = torch.arange(L) // W
+    diff = blk[:, None] - blk[None, :]
+    allowed = diff.abs() <= 1
+    if causal:
+        allowed &= (diff >= 0) & (torch.arange(L)[None, :] <= torch.arange(L)[:, None])
+    return allowed
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_sdpa_matches_manual_reference(causal):
+    q, k, v = rand_qkv()
+    valid = lengths_to_valid([37, 20], 37)
+    ref = attention_ref(q, k, v, valid, causal)
+    out = full_attention(q, k, v, valid, causal, backend="sdpa")
+    keep = valid[:, None, :, None]  # padded query rows are unused
+    torch.testing.assert_close(out * keep, ref * keep, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("L,W", [(32, 8), (37, 8), (10, 4), (16, 16)])
+def test_local_attention_equals_dense_with_block_mask(causal, L, W):
+    q, k, v = rand_qkv(L=L, seed=L + W)
+    valid = lengths_to_valid([L, max(1, L - 11)], L)
+    dense = attention_ref(q, k, v, valid, causal=False, allowed=block_mask(L, W, causal))
+    for backend in ("sdpa", "manual"):
+        out = local_attention(q, k, v, W, valid, causal, backend=backend)
+        keep = valid[:, None, :, None]
+        torch.testing.assert_close(out * keep, dense * keep, rtol=1e-5, atol=1e-5)
+        assert torch.isfinite(out).all()
+
+
+@pytest.mark.parametrize("local_block", [None, 8])
+@pytest.mark.parametrize("causal", [False, True])
+def test_padded_keys_are_never_attended(local_block, causal):
+    torch.manual_seed(0)
+    attn = Attention(16, 2, causal=causal, local_block=local_block).eval()
+    x = torch.randn(2, 30, 16)
+    valid = lengths_to_valid([30, 19], 30)
+    y1 = attn(x, valid)
+    x2 = x.clone()
+    x2[1, 19:] = 1e3 * torch.randn(11, 16)  # garbage in the padding
+    y2 = attn(x2, valid)
+    torch.testing.assert_close(y1[1, :19], y2[1, :19])
+    # ... and a padded sequence gives what the unpadded one gives on its own
+    y_alone = attn(x[1:2, :19], None)
+    torch.testing.assert_close(y1[1:2, :19], y_alone, rtol=1e-5, atol=1e-5)
+
+
+def test_local_attention_has_linear_memory_pattern():
+    """Block attention solves nb problems of W x 3W, never an L x L score matrix."""
+    L, W = 64, 8
+    q, k, v = rand_qkv(B=1, H=1, L=L, D=4)
+    seen = []
+    orig = torch.nn.functional.scaled_dot_product_attention
+
+    def spy(q_, k_, v_, attn_mask=None, **kw):
+        seen.append((q_.shape, k_.shape, None if attn_mask is None else attn_mask.shape))
+        return orig(q_, k_, v_, attn_mask=attn_mask, **kw)
+
+    torch.nn.functional.scaled_dot_product_attention = spy
+    try:
+        local_attention(q, k, v, W)
+    finally:
+        torch.nn.functional.scaled_dot_product_attention = orig
+    (qs, ks, ms), = seen
+    assert qs[-2] == W and ks[-2] == 3 * W
+    assert ms[-1] == 3 * W and ms[-2] == 1  # a key mask broadcast over queries
+
+
+def test_attention_dropout_is_only_active_in_training():
+    torch.manual_seed(0)
+    attn = Attention(16, 2, dropout=0.5)
+    x = torch.randn(1, 12, 16)
+    attn.eval()
+    torch.testing.assert_close(attn(x), attn(x))
+    attn.train()
+    assert not torch.allclose(attn(x), attn(x))
+
+
+def test_flash_backend_requested_without_flash_attn_is_a_clear_error():
+    from spt.models import attention as A
+    if A.FLASH_AVAILABLE:
+        pytest.skip("flash-attn is installed here")
+    q, k, v = rand_qkv()
+    with pytest.raises(RuntimeError, match="flash-attn is not installed"):
+        full_attention(q, k, v, backend="flash")

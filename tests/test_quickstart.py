@@ -1,0 +1,101 @@
+"""The quick-start notebook runs through papermill with tiny parameters and writes its results;
+the comparison routine and the result files behave."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from spt.results import load_results, read_result, run_config, write_result
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK = ROOT / "notebooks" / "00_quickstart.ipynb"
+TINY = dict(seeds=[0, 1], image_size=8, n_train=24, val_size=30, d_model=16, n_layers=1, n_heads=2,
+            pretrain_epochs=2, max_epochs=3, patience=2)
+
+
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory):
+    papermill = pytest.importorskip("papermill")
+    out = tmp_path_factory.mktemp("quickstart")
+    papermill.execute_notebook(str(NOTEBOOK), str(out / "executed.ipynb"), kernel_name="python3",
+                               parameters={**TINY, "results_dir": str(out)}, progress_bar=False,
+                               cwd=str(ROOT))
+    return out
+
+
+def test_notebook_writes_quickstart_nc(executed):
+    ds = read_result(executed / "quickstart.nc")
+    assert list(ds.init.values) == ["scratch", "spt"] and list(ds.seed.values) == [0, 1]
+    assert ds.test_accuracy.dims == ("init", "seed")
+    assert np.isfinite(ds.test_accuracy).all() and ((0 <= ds.test_accuracy) & (ds.test_accuracy <= 1)).all()
+    cfg = run_config(ds)
+    assert cfg["model"]["d_model"] == 16 and cfg["seeds"] == [0, 1]
+    assert (ds.steps > 0).all() and (ds.pretrain_steps > 0).all()
+    assert (executed / "executed.ipynb").exists()
+    assert (executed / "quickstart_runs" / "seed1" / "scratch" / "best.pt").exists()
+
+
+def test_notebook_has_no_definitions_and_documents_every_parameter():
+    nb = json.loads(NOTEBOOK.read_text())
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    assert all(not c.get("outputs") for c in code), "commit the notebook without outputs"
+    for c in code:
+        src = "".join(c["source"])
+        assert "\ndef " not in "\n" + src and "\nclass " not in "\n" + src
+    params = [c for c in code if "parameters" in c.get("metadata", {}).get("tags", [])]
+    assert len(params) == 1
+    for line in "".join(params[0]["source"]).splitlines():
+        if line and not line.startswith("#"):
+            assert ":" in line.split("=")[0] and "#" in line, f"annotate and document: {line}"
+    assert nb["metadata"]["kernelspec"]["name"] == "python3"
+
+
+def test_papermill_help_notebook_lists_parameters():
+    r = subprocess.run([sys.executable, "-m", "papermill", "--help-notebook", str(NOTEBOOK)],
+                       capture_output=True, text=True, check=True)
+    nb = json.loads(NOTEBOOK.read_text())
+    cell = next(c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", []))
+    names = [ln.split(":")[0] for ln in "".join(cell["source"]).splitlines()
+             if ln and not ln.startswith("#")]
+    assert len(names) >= len(TINY) + 2
+    for name in names:  # papermill drops a parameter whose comment it cannot parse
+        assert f"  {name}: " in r.stdout, f"papermill --help-notebook does not list {name}"
+    assert "labelled training images" in r.stdout
+
+
+def test_rerun_reuses_finished_runs_and_refuses_a_changed_config(tmp_path):
+    from spt.config import ModelConfig, ObjectiveConfig, TrainConfig
+    from spt.data import digits_task
+    from spt.experiment import compare_spt_vs_scratch, summary_table
+
+    task = digits_task(size=8, n_train=16, val_size=20, test_size=20)
+    m = ModelConfig(d_model=16, n_layers=1, n_heads=2, d_ff=32, max_len=64)
+    tc = TrainConfig(lr=1e-3, batch_size=8, epochs=1, progress=False)
+    args = (task, m, ObjectiveConfig("masked", 0.5, "l1"), tc, tc, tc, [0], tmp_path / "runs")
+    a = compare_spt_vs_scratch(*args)
+    stamp = (tmp_path / "runs" / "seed0" / "finetune" / "best.pt").stat().st_mtime_ns
+    b = compare_spt_vs_scratch(*args)
+    assert (tmp_path / "runs" / "seed0" / "finetune" / "best.pt").stat().st_mtime_ns == stamp
+    np.testing.assert_array_equal(a.test_accuracy, b.test_accuracy)
+    table = summary_table(a)
+    assert list(table.index) == ["scratch", "spt", "spt - scratch"]
+    changed = (task, m, ObjectiveConfig("masked", 0.25, "l1"), tc, tc, tc, [0], tmp_path / "runs")
+    with pytest.raises(ValueError, match="mask_ratio"):
+        compare_spt_vs_scratch(*changed)
+
+
+def test_result_files_are_atomic_and_combine(tmp_path):
+    import xarray as xr
+    for seed in (0, 1):
+        ds = xr.Dataset({"test_accuracy": (("init", "seed"), [[0.5 + seed], [0.6]])},
+                        coords={"init": ["scratch", "spt"], "seed": [seed]})
+        write_result(ds, tmp_path / f"r{seed}.nc", config={"seed": seed, "nested": {"a": 1}})
+    with pytest.raises(FileExistsError):
+        write_result(ds, tmp_path / "r1.nc")
+    both = load_results(tmp_path)
+    assert both.sizes == {"init": 2, "seed": 2}
+    assert run_config(read_result(tmp_path / "r0.nc")) == {"seed": 0, "nested": {"a": 1}}
+    assert not list(tmp_path.glob(".*tmp"))
