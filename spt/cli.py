@@ -40,7 +40,7 @@ def _cmd_presets(args) -> int:
     for (task, variant), p in TRANSFORMER_PRESETS.items():
         m, o = p.model, p.objective
         print(f"{task:<12}{variant:<15}{m.d_model:>5}{m.n_layers:>6}{m.n_heads:>6}{m.d_ff:>6}  "
-              f"{m.pooling:<5}{o.kind:<7}{o.mask_ratio:>6}{o.loss:>5}"
+              f"{m.pooling:<5}{o.kind:<7}{o.mask_ratio if o.kind == 'masked' else '-':>6}{o.loss:>5}"
               f"{p.pretrain.lr:>9.0e}/{p.pretrain.batch_size:<4}{p.finetune.lr:>9.0e}/"
               f"{p.finetune.batch_size:<4}")
     return 0
@@ -65,7 +65,10 @@ def main(argv=None) -> int:
     if not hasattr(args, "func"):
         parser.print_help()
         return 0
-    return args.func(args)
+    try:
+        return args.func(args)
+    except BrokenPipeError:  # `spt presets | head`
+        return 0
 
 
 if __name__ == "__main__":

@@ -112,6 +112,9 @@ def describe_budgets(ds: xr.Dataset) -> str:
         f"until validation accuracy had not improved for {pat} epochs "
         f"(epochs run: {', '.join(str(int(e)) for e in sc.epochs_run.values)}; cap "
         f"{cfg['scratch']['epochs']}), and the best-validation epoch is reported.",
+        f"Learning rates: pretraining {cfg['pretrain']['lr']:g}, finetuning "
+        f"{cfg['finetune']['lr']:g}, scratch {cfg['scratch']['lr']:g}; batch size "
+        f"{cfg['scratch']['batch_size']}.",
         f"SPT: {ds.pretrain_steps.mean().item():.0f} masked-denoising steps on the same "
         f"{ds.attrs['n_train']} training inputs (labels unused), then "
         f"{ft.steps.mean().item():.0f} finetuning steps on average, stopped the same way "

@@ -103,3 +103,22 @@ def test_flash_backend_requested_without_flash_attn_is_a_clear_error():
     q, k, v = rand_qkv()
     with pytest.raises(RuntimeError, match="flash-attn is not installed"):
         full_attention(q, k, v, backend="flash")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True])
+def test_cuda_fast_paths_match_reference_in_bf16(causal):
+    """flash-attn (when installed) and SDPA on CUDA vs the float32 reference: at most ~2x the error
+    of torch's own bf16 reference computation."""
+    from spt.models import attention as A
+    q, k, v = (t.cuda() for t in rand_qkv(B=2, H=4, L=256, D=64))
+    ref = attention_ref(q, k, v, causal=causal)
+    lo = [t.bfloat16() for t in (q, k, v)]
+    torch_err = (attention_ref(*lo, causal=causal).float() - ref).abs().max()
+    backends = ["sdpa"] + (["flash"] if A.FLASH_AVAILABLE else [])
+    for backend in backends:
+        out = full_attention(*lo, causal=causal, backend=backend).float()
+        assert (out - ref).abs().max() <= 2 * torch_err + 1e-3, backend
+    out = local_attention(*lo, 64, causal=causal).float()
+    dense = attention_ref(q, k, v, allowed=block_mask(256, 64, causal).cuda())
+    assert (out - dense).abs().max() <= 2 * torch_err + 1e-3

@@ -124,3 +124,10 @@ def test_supervised_regression_reports_r2():
     assert obj.metrics(stats)["r2"] == pytest.approx(1.0)
     _, stats = obj.step(Recorder(torch.full((4, 1), y.mean().item())), batch)
     assert obj.metrics(stats)["r2"] == pytest.approx(0.0, abs=1e-6)
+
+
+def test_pretraining_selects_on_validation_loss_not_accuracy():
+    """Masked accuracy rewards the trivial all-background model on pixel tokens; loss does not."""
+    obj = Denoising(ObjectiveConfig("masked", 0.5, "ce"), TOK)
+    assert obj.score == "loss" and obj.higher_is_better is False
+    assert Supervised(TOK).score == "accuracy" and Supervised(TOK).higher_is_better

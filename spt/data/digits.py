@@ -20,13 +20,13 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import Dataset
 
-from .task import Task, TaskSpec
+from .task import N_SPECIAL, Task, TaskSpec
 
 SPLIT_SEED = 1234  # fixed: the splits never depend on the run seed
 
 
 class TensorSequenceDataset(Dataset):
-    """Items {"inputs": (L, C) float, "label": () long} from stacked tensors (N, L, C), (N,)."""
+    """Items {"inputs": (L, C) float or (L,) long, "label": () long} from stacked tensors."""
 
     def __init__(self, inputs: torch.Tensor, labels: torch.Tensor):
         if inputs.shape[0] != labels.shape[0]:
@@ -40,8 +40,8 @@ class TensorSequenceDataset(Dataset):
         return {"inputs": self.inputs[i], "label": self.labels[i]}
 
 
-def _load_digits_images(size: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(N, size*size, 1) float in [0, 1] and (N,) long labels."""
+def _load_digits_images(size: int, canvas: Optional[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(N, side*side, 1) float in [0, 1] and (N,) long labels; side = canvas or size."""
     from sklearn.datasets import load_digits
 
     d = load_digits()
@@ -49,6 +49,14 @@ def _load_digits_images(size: int) -> tuple[torch.Tensor, torch.Tensor]:
     if size != 8:
         img = F.interpolate(img[:, None], size=(size, size), mode="bilinear",
                             align_corners=True)[:, 0]
+    if canvas is not None:
+        # each scan at a fixed random offset on a blank canvas (fixed per image, not per epoch)
+        g = torch.Generator().manual_seed(SPLIT_SEED)
+        off = torch.randint(0, canvas - size + 1, (len(img), 2), generator=g)
+        placed = torch.zeros(len(img), canvas, canvas)
+        for i, (r, c) in enumerate(off.tolist()):
+            placed[i, r:r + size, c:c + size] = img[i]
+        img, size = placed, canvas
     return img.reshape(len(img), size * size, 1), torch.tensor(d.target, dtype=torch.long)
 
 
@@ -64,19 +72,29 @@ def _stratified_split(labels: np.ndarray, n_holdout: int, rng: np.random.Generat
 
 
 def digits_task(size: int = 16, n_train: Optional[int] = None, fraction: float = 1.0,
-                val_size: int = 300, test_size: int = 500) -> Task:
-    """The digits task as pixel sequences of length ``size**2``.
+                val_size: int = 300, test_size: int = 500, canvas: Optional[int] = None,
+                tokens: bool = False) -> Task:
+    """The digits task as pixel sequences of length ``size**2`` (or ``canvas**2``).
 
     size     : image side after bilinear upsampling (8 = original; 16 gives L = 256).
+    canvas   : if set, each (size x size) scan is placed at a fixed random position on a blank
+               canvas x canvas image ("translated digits"), so that where a stroke is says little
+               and the model must learn local, translation-invariant structure.
+    tokens   : pixels as tokens: the 17 intensity levels 0..16 of the scans become ids
+               ``N_SPECIAL + level`` (masked pretraining then uses CE over intensities, as the paper
+               does for PathX); otherwise standardised continuous values with one channel.
     n_train  : keep this many training images (nested prefix); overrides `fraction`.
     fraction : keep this fraction of the training images (nested prefix).
     Pixels are standardised with the mean / std of the full training split.
     """
     if size < 8:
         raise ValueError(f"digits_task: size must be >= 8 (the scans are 8x8), got {size}")
+    if canvas is not None and canvas < size:
+        raise ValueError(f"digits_task: canvas={canvas} must be >= size={size}")
     if not 0.0 < fraction <= 1.0:
         raise ValueError(f"digits_task: fraction must be in (0, 1], got {fraction}")
-    x, y = _load_digits_images(size)
+    x, y = _load_digits_images(size, canvas)
+    side = canvas or size
     rng = np.random.default_rng(SPLIT_SEED)
     rest, test_idx = _stratified_split(y.numpy(), test_size, rng)
     train_rel, val_rel = _stratified_split(y.numpy()[rest], val_size, rng)
@@ -85,12 +103,18 @@ def digits_task(size: int = 16, n_train: Optional[int] = None, fraction: float =
     if not 1 <= keep <= len(train_idx):
         raise ValueError(f"digits_task: n_train must be in [1, {len(train_idx)}], got {keep}")
     train_idx = train_idx[:keep]
-    full_train = x[rest[train_rel]]
-    mean, std = full_train.mean(), full_train.std()
-    x = (x - mean) / std
+    if tokens:
+        x = (x[..., 0] * 16).round().long() + N_SPECIAL  # (N, L) intensity ids
+    else:
+        full_train = x[rest[train_rel]]
+        x = (x - full_train.mean()) / full_train.std()
+    placed = f", placed at random positions on a {canvas}x{canvas} canvas" if canvas else ""
     spec = TaskSpec(
-        name=f"digits{size}", seq_len=size * size, num_classes=10, d_input=1, mask_ratio=0.5,
-        description=(f"scikit-learn handwritten digits (real 8x8 scans) upsampled to {size}x{size}"
-                     f" and flattened to {size * size} pixels; a small stand-in for LRA Image"))
+        name=f"digits{size}" + (f"_on{canvas}" if canvas else ""), seq_len=side * side,
+        num_classes=10, mask_ratio=0.5,
+        **({"vocab_size": N_SPECIAL + 17} if tokens else {"d_input": 1}),
+        description=(f"scikit-learn handwritten digits (real 8x8 scans) at {size}x{size}{placed},"
+                     f" flattened row by row to {side * side} pixels; a small stand-in for LRA "
+                     f"Image"))
     ds = lambda idx: TensorSequenceDataset(x[idx], y[idx])  # noqa: E731
     return Task(spec=spec, train=ds(train_idx), val=ds(val_idx), test=ds(test_idx))

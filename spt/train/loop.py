@@ -6,8 +6,9 @@
 
 Each returns a :class:`~spt.train.engine.RunResult` (model with its best-validation weights,
 history as an xarray Dataset, metrics). Pretraining uses only the task's training split (its labels
-are never read); checkpoint selection is on the validation split's denoising metric (token accuracy
-for CE, R² of the reconstruction for L1), as in the paper's appendix C.1.
+are never read); its checkpoint is selected on the validation split's denoising loss (the history
+also records masked-token accuracy for CE and R² of the reconstruction for L1, the metrics the
+paper's appendix C.1 names; see :class:`~spt.train.objectives.Denoising` for why loss is used).
 """
 from __future__ import annotations
 
