@@ -10,10 +10,13 @@ calling it again with the same configuration reuses finished runs and resumes un
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+import torch
 import xarray as xr
 
 from .config import ModelConfig, ObjectiveConfig, TrainConfig, model_config_to_dict, replace, to_dict
@@ -30,10 +33,36 @@ def _curves(histories: dict, name: str, seeds: list) -> xr.DataArray:
     return xr.concat(per_init, dim="init", join="outer").assign_coords(init=list(INITS), seed=seeds)
 
 
+def _run_seed(task: Task, model: ModelConfig, objective: ObjectiveConfig, cfgs: tuple, seed: int,
+              run_dir: Path, pooling: str | None, threads: int | None) -> dict:
+    """Pretrain -> finetune and scratch for one seed (a module-level function: runs in workers)."""
+    if threads is not None:
+        torch.set_num_threads(threads)
+    pretrain_cfg, finetune_cfg, scratch_cfg = cfgs
+    metric = "r2" if task.spec.is_regression else "accuracy"
+    pt = pretrain(task, model, objective, replace(pretrain_cfg, seed=seed), run_dir / "pretrain",
+                  resume=True)
+    ft = finetune(task, pt.best_checkpoint, replace(finetune_cfg, seed=seed), run_dir / "finetune",
+                  pooling=pooling, resume=True)
+    sc_model = model if pooling is None else replace(model, pooling=pooling)
+    sc = train_from_scratch(task, sc_model, replace(scratch_cfg, seed=seed), run_dir / "scratch",
+                            resume=True)
+    out = {"rows": {}, "histories": {}}
+    for init, r in (("spt", ft), ("scratch", sc)):
+        out["rows"][init] = {f"test_{metric}": r.test_metrics[metric],
+                             f"val_{metric}": r.val_metrics[metric], "steps": r.steps,
+                             "best_epoch": r.best_epoch, "epochs_run": r.history.sizes["epoch"]}
+        out["histories"][init] = r.history
+    pt_score = [k for k in pt.val_metrics if k != "loss"][0]
+    out["pt_row"] = {"pretrain_steps": pt.steps, f"pretrain_val_{pt_score}": pt.val_metrics[pt_score]}
+    out["pt_curve"] = pt.history["val_loss"].rename(epoch="pt_epoch")
+    return out
+
+
 def compare_spt_vs_scratch(task: Task, model: ModelConfig, objective: ObjectiveConfig,
                            pretrain_cfg: TrainConfig, finetune_cfg: TrainConfig,
                            scratch_cfg: TrainConfig, seeds: Sequence[int], runs_dir,
-                           *, pooling: str | None = None) -> xr.Dataset:
+                           *, pooling: str | None = None, workers: int = 1) -> xr.Dataset:
     """SPT (pretrain -> finetune) vs. scratch for each seed; returns a Dataset over (init, seed).
 
     Data variables (``<m>`` is accuracy, or r2 for regression tasks):
@@ -43,27 +72,27 @@ def compare_spt_vs_scratch(task: Task, model: ModelConfig, objective: ObjectiveC
       curve_train_loss, curve_val_<m> (init, seed, epoch) - training curves
       pretrain_curve_val_loss (seed, pt_epoch)
     The TrainConfig seeds are replaced by each seed in `seeds`.
+    workers : seeds run in this many parallel processes, each with an equal share of the torch
+              threads (on a small CPU model, 2 one-thread processes do about twice the work of one
+              two-thread process). Results do not depend on it.
     """
     runs_dir = Path(runs_dir)
     metric = "r2" if task.spec.is_regression else "accuracy"
-    rows, histories, pt_rows, pt_curves = {}, {}, {}, {}
-    for seed in seeds:
-        d = runs_dir / f"seed{seed}"
-        pt = pretrain(task, model, objective, replace(pretrain_cfg, seed=seed), d / "pretrain",
-                      resume=True)
-        ft = finetune(task, pt.best_checkpoint, replace(finetune_cfg, seed=seed), d / "finetune",
-                      pooling=pooling, resume=True)
-        sc_model = model if pooling is None else replace(model, pooling=pooling)
-        sc = train_from_scratch(task, sc_model, replace(scratch_cfg, seed=seed), d / "scratch",
-                                resume=True)
-        for init, r in (("spt", ft), ("scratch", sc)):
-            rows[init, seed] = {f"test_{metric}": r.test_metrics[metric],
-                                f"val_{metric}": r.val_metrics[metric], "steps": r.steps,
-                                "best_epoch": r.best_epoch, "epochs_run": r.history.sizes["epoch"]}
-            histories[init, seed] = r.history
-        pt_score = [k for k in pt.val_metrics if k != "loss"][0]
-        pt_rows[seed] = {"pretrain_steps": pt.steps, f"pretrain_val_{pt_score}": pt.val_metrics[pt_score]}
-        pt_curves[seed] = pt.history["val_loss"].rename(epoch="pt_epoch")
+    cfgs = (pretrain_cfg, finetune_cfg, scratch_cfg)
+    if workers > 1 and len(seeds) > 1:
+        threads = max(1, torch.get_num_threads() // workers)
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=min(workers, len(seeds)), mp_context=ctx) as pool:
+            futures = [pool.submit(_run_seed, task, model, objective, cfgs, s,
+                                   runs_dir / f"seed{s}", pooling, threads) for s in seeds]
+            results = dict(zip(seeds, (f.result() for f in futures)))
+    else:
+        results = {s: _run_seed(task, model, objective, cfgs, s, runs_dir / f"seed{s}", pooling,
+                                None) for s in seeds}
+    rows = {(i, s): r["rows"][i] for s, r in results.items() for i in INITS}
+    histories = {(i, s): r["histories"][i] for s, r in results.items() for i in INITS}
+    pt_rows = {s: r["pt_row"] for s, r in results.items()}
+    pt_curves = {s: r["pt_curve"] for s, r in results.items()}
 
     seeds = list(seeds)
     data = {}

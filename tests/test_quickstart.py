@@ -76,6 +76,10 @@ def test_rerun_reuses_finished_runs_and_refuses_a_changed_config(tmp_path):
     tc = TrainConfig(lr=1e-3, batch_size=8, epochs=1, progress=False)
     args = (task, m, ObjectiveConfig("masked", 0.5, "l1"), tc, tc, tc, [0], tmp_path / "runs")
     a = compare_spt_vs_scratch(*args)
+    parallel = compare_spt_vs_scratch(*args[:-2], [0, 1], tmp_path / "par", workers=2)
+    serial = compare_spt_vs_scratch(*args[:-2], [0, 1], tmp_path / "ser", workers=1)
+    for var in ("test_accuracy", "steps", "curve_train_loss"):
+        np.testing.assert_allclose(parallel[var], serial[var], rtol=1e-5)
     stamp = (tmp_path / "runs" / "seed0" / "finetune" / "best.pt").stat().st_mtime_ns
     b = compare_spt_vs_scratch(*args)
     assert (tmp_path / "runs" / "seed0" / "finetune" / "best.pt").stat().st_mtime_ns == stamp

@@ -84,7 +84,7 @@ def evaluate(model, objective, dataset, cfg: TrainConfig, device=None, seed: int
     device = device or next(model.parameters()).device
     was_training = model.training
     model.eval()
-    bs = cfg.eval_batch_size or cfg.batch_size
+    bs = cfg.eval_batch_size or 4 * cfg.batch_size  # no gradients: bigger batches fit
     loader = DataLoader(dataset, batch_size=bs, shuffle=False, collate_fn=pad_collate,
                         num_workers=cfg.num_workers, generator=_loader_generator(seed))
     gen = torch.Generator(device=device).manual_seed(seed)
@@ -208,6 +208,8 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
 
     model.train()
     t0 = time.time() - state["time"]
+    bar = tqdm(total=total_steps, initial=state["step"], desc=stage, unit="step",
+               disable=not cfg.progress, mininterval=2.0)
     while not state["done"] and state["epoch"] < cfg.epochs:
         epoch = state["epoch"]
         batches = epoch_batches(n, cfg.batch_size, cfg.seed, epoch)[state["batch"]:]
@@ -215,9 +217,7 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
                             num_workers=cfg.num_workers, pin_memory=device.type == "cuda",
                             generator=_loader_generator(cfg.seed * 100_003 + epoch))
         totals: dict = dict(state.pop("totals", {}))  # partial sums of an interrupted epoch
-        bar = tqdm(loader, desc=f"{stage} epoch {epoch + 1}/{cfg.epochs}", leave=False,
-                   disable=not cfg.progress, mininterval=1.0)
-        for batch in bar:
+        for batch in loader:
             with _autocast(device, cfg):
                 loss, stats = objective.step(model, _to(batch, device), gen)
             bad |= ~torch.isfinite(loss.detach())
@@ -237,8 +237,9 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
             state["step"] += 1
             if on_step is not None:
                 on_step(state["step"])
+            bar.update(1)
             if cfg.progress and state["step"] % 10 == 0:
-                bar.set_postfix(loss=f"{float(loss):.4f}")
+                bar.set_postfix(epoch=epoch + 1, loss=f"{float(loss):.4f}", refresh=False)
             if cfg.ckpt_every and state["step"] % cfg.ckpt_every == 0:
                 check_finite()
                 state["time"] = time.time() - t0
@@ -249,6 +250,7 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
         check_finite()
         train_m = objective.metrics(totals) if totals else {}
         val_m = evaluate(model, objective, task.val, cfg, device)
+        bar.set_postfix({"epoch": epoch + 1, f"val_{objective.score}": f"{val_m[objective.score]:.4f}"})
         score = sign * val_m[objective.score]
         row = {"epoch": epoch + 1, "step": state["step"], "lr": sched.get_last_lr()[0],
                "time": time.time() - t0,
@@ -267,6 +269,7 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
         state["time"] = time.time() - t0
         save_last()
 
+    bar.close()
     best = torch.load(best_path, map_location="cpu", weights_only=False)
     model.load_state_dict(best["model"])
     model.to(device)
