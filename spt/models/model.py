@@ -11,10 +11,11 @@ from typing import Optional
 import torch
 import torch.nn as nn
 
-from ..config import ModelConfig, ObjectiveConfig
+from ..config import ModelConfig, ObjectiveConfig, SSMConfig
 from ..data.task import TaskSpec
 from .heads import ClassifierHead, ContinuousEncoder, TokenEncoder, TokenHead
 from .positions import AddedPositions
+from .ssm import SSMEncoder
 from .transformer import TransformerEncoder
 
 
@@ -22,6 +23,8 @@ def build_layers(cfg) -> nn.Module:
     """The sequence-mixing stack for a model config: (B, L, d), valid (B, L) -> (B, L, d)."""
     if isinstance(cfg, ModelConfig):
         return TransformerEncoder(cfg)
+    elif isinstance(cfg, SSMConfig):
+        return SSMEncoder(cfg)
     raise TypeError(f"no layer stack for model config of type {type(cfg).__name__}")
 
 

@@ -1,0 +1,312 @@
+"""State-space layers: S4 (DPLR), S4D (diagonal, ZOH) and DLR kernels in one block family.
+
+    block(x) = x + Dropout(Out(Dropout(GELU(SSMConv(Norm(x)) + D * Norm(x)))))     (pre-norm)
+             = Norm(x + ...)                                                        (post-norm)
+
+``SSMConv`` convolves each of the H channels with its kernel K (n_dir, H, L): causal (n_dir = 1) or
+bidirectional (a forward and a backward kernel, see :func:`spt.kernels.fft_conv`); Out is
+Linear(H, 2H) + GLU (S4) or Linear(H, H) (DLR). Kernels (B, L, H layout throughout):
+
+* :class:`S4Kernel`  - A = Lambda - P P^*, bilinear, HiPPO-LegS init; Cauchy + Woodbury
+  (:func:`spt.kernels.dplr_kernel`). Learns C-tilde for the kernel length ``max_len`` (as S4 does).
+* :class:`S4DKernel` - diagonal Lambda, ZOH: K_l = 2 Re sum_n C_n B_n (e^{dt Lambda_n} - 1)/Lambda_n
+  e^{dt Lambda_n l}; S4D-LegS / Lin / Inv init (:func:`spt.kernels.vandermonde`).
+* :class:`DLRKernel` - paper eq. 3: K_l = Re sum_n C_n e^{Lambda_n l} (B = 1, Lambda shared by the
+  H channels of a layer), "omega" init.
+
+Complex parameters are stored as real (..., 2) tensors (Adam sees real and imaginary parts), and the
+real part of Lambda through a transform that keeps it negative (S4 / S4D: log(-Re), DLR: sqrt(-Re)).
+The state-space parameters carry optimiser hints ``p._optim = {"lr": cfg.lr, "weight_decay": 0}``;
+S4 / S4D's C (like S4's) and the linear layers use the run's lr and weight decay.
+
+Padding: padded positions (right padding, ``valid`` False) are zeroed before each convolution, so
+the backward kernel of a bidirectional layer sees zeros there and real positions never depend on
+padding. Causal layers have a recurrent step mode (:meth:`SSMEncoder.step`) equal to the
+convolution.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+import torch.nn as nn
+
+from ..config import SSMConfig
+from ..kernels import c_to_ctilde, ctilde_to_c, dplr_discrete, dplr_kernel, fft_conv, vandermonde
+from . import hippo
+
+
+def _param(module: nn.Module, name: str, value: torch.Tensor, lr: Optional[float]) -> None:
+    """Register a float32 parameter; with `lr`, hint its own lr and no weight decay."""
+    p = nn.Parameter(value.detach().to(torch.float32).contiguous())
+    if lr is not None:
+        p._optim = {"lr": lr, "weight_decay": 0.0}
+    module.register_parameter(name, p)
+
+
+def _as_real(z: torch.Tensor) -> torch.Tensor:
+    return torch.view_as_real(z.to(torch.complex64)).contiguous()
+
+
+def _c(p: torch.Tensor) -> torch.Tensor:
+    return torch.view_as_complex(p)
+
+
+class _Kernel(nn.Module):
+    """Base: forward(L) -> K (n_dir, H, L) real; discrete() -> (Ā, B̄, C, scale) for stepping.
+
+    Ā is (H, S) (diagonal) or (H, S, S) (dense), B̄ (H, S), C (n_dir, H, S) complex; the output of the
+    recurrence is scale * Re(C x).
+    """
+
+    backend = "auto"  # "auto" | "triton" | "torch" | "ref" (see spt.kernels)
+
+    def __init__(self, cfg: SSMConfig, n_dir: int):
+        super().__init__()
+        self.H, self.n_dir = cfg.d_model, n_dir
+        self.random = cfg.init == "random"
+        if cfg.kind != "dlr":  # DLR has no step size: dt only sets the damping of its init
+            dt = hippo.log_uniform(cfg.d_model, cfg.dt_min, cfg.dt_max)
+            _param(self, "log_dt", torch.log(dt), cfg.lr)
+
+
+class S4Kernel(_Kernel):
+    """S4: DPLR state matrix, bilinear discretisation, kernel via Cauchy + Woodbury."""
+
+    def __init__(self, cfg: SSMConfig, n_dir: int):
+        super().__init__(cfg, n_dir)
+        H, N2, s = cfg.d_model, cfg.d_state // 2, cfg.random_std
+        self.L_kernel = cfg.max_len
+        if self.random:  # every stored tensor ~ N(0, s^2), C-tilde included (no conversion)
+            log_re, im = hippo.random_normal(H, N2, std=s), hippo.random_normal(H, N2, std=s)
+            P, B = hippo.random_normal(H, N2, 2, std=s), hippo.random_normal(H, N2, 2, std=s)
+            C = hippo.random_normal(n_dir, H, N2, 2, std=s)
+        else:
+            lam, p, b = hippo.legs_dplr(cfg.d_state)
+            log_re = torch.log(-lam.real).expand(H, N2)
+            im = lam.imag.expand(H, N2)
+            P, B = _as_real(p.expand(H, N2)), _as_real(b.expand(H, N2))
+            C = _as_real(hippo.complex_normal(n_dir, H, N2))
+        for name, value in (("log_neg_re", log_re), ("im", im), ("P", P), ("B", B)):
+            _param(self, name, value, cfg.lr)
+        _param(self, "C", C, None)
+        if not self.random:  # S4's C is random; what it learns is C-tilde = (I - Ā^L)^T C
+            with torch.no_grad():
+                Lam, P_, B_, C_, dt = self.params(torch.float64)
+                Ab, _ = dplr_discrete(Lam, P_, B_, dt)
+                self.C.copy_(_as_real(c_to_ctilde(C_, Ab, self.L_kernel)))
+
+    def params(self, dtype=None):
+        """(Lambda, P, B, C-tilde) complex (H, N2) / (n_dir, H, N2) and dt (H,); optional dtype."""
+        t = (lambda x: x.to(dtype)) if dtype is not None else (lambda x: x)
+        lam = torch.complex(-torch.exp(t(self.log_neg_re)), t(self.im))
+        return lam, _c(t(self.P)), _c(t(self.B)), _c(t(self.C)), torch.exp(t(self.log_dt))
+
+    def forward(self, L: int) -> torch.Tensor:
+        if L > self.L_kernel:
+            raise ValueError(f"S4 kernel: sequence length {L} exceeds SSMConfig.max_len="
+                             f"{self.L_kernel} (the length its C-tilde is learned for)")
+        Lam, P, B, C, dt = self.params()
+        return dplr_kernel(Lam, P, B, C, dt, self.L_kernel, self.backend)[..., :L]
+
+    def discrete(self):
+        Lam, P, B, C, dt = self.params(torch.float64)
+        Ab, Bb = dplr_discrete(Lam, P, B, dt)
+        C_full = ctilde_to_c(C, Ab, self.L_kernel)
+        cd = torch.complex64 if self.C.dtype == torch.float32 else torch.complex128
+        return Ab.to(cd), Bb.to(cd), C_full.to(cd), 1.0
+
+
+class S4DKernel(_Kernel):
+    """S4D: diagonal Lambda, zero-order hold, kernel via a Vandermonde sum."""
+
+    def __init__(self, cfg: SSMConfig, n_dir: int):
+        super().__init__(cfg, n_dir)
+        H, N2, s = cfg.d_model, cfg.d_state // 2, cfg.random_std
+        if self.random:
+            log_re, im = hippo.random_normal(H, N2, std=s), hippo.random_normal(H, N2, std=s)
+            B, C = hippo.random_normal(H, N2, 2, std=s), hippo.random_normal(n_dir, H, N2, 2, std=s)
+        else:
+            if cfg.init == "legs":
+                lam, _, b = hippo.legs_dplr(cfg.d_state)
+            else:
+                lam = hippo.s4d_lin(N2) if cfg.init == "lin" else hippo.s4d_inv(N2)
+                b = torch.ones(N2, dtype=torch.complex128)
+            log_re, im = torch.log(-lam.real).expand(H, N2), lam.imag.expand(H, N2)
+            B, C = _as_real(b.expand(H, N2)), _as_real(hippo.complex_normal(n_dir, H, N2))
+        for name, value in (("log_neg_re", log_re), ("im", im), ("B", B)):
+            _param(self, name, value, cfg.lr)
+        _param(self, "C", C, None)
+
+    def _disc(self):
+        lam = torch.complex(-torch.exp(self.log_neg_re), self.im)
+        dtA = torch.exp(self.log_dt)[:, None] * lam
+        Bb = _c(self.B) * (torch.exp(dtA) - 1) / lam
+        return dtA, Bb
+
+    def forward(self, L: int) -> torch.Tensor:
+        dtA, Bb = self._disc()
+        return vandermonde(2 * _c(self.C) * Bb, dtA, L, self.backend)
+
+    def discrete(self):
+        dtA, Bb = self._disc()
+        return torch.exp(dtA), Bb, _c(self.C), 2.0
+
+
+class DLRKernel(_Kernel):
+    """DLR (paper eq. 3): x_n = diag(e^Lambda) x_{n-1} + 1 u_n, y_n = Re C x_n."""
+
+    def __init__(self, cfg: SSMConfig, n_dir: int):
+        super().__init__(cfg, n_dir)
+        H, N, s = cfg.d_model, cfg.d_state, cfg.random_std
+        if self.random:
+            sq, im = hippo.random_normal(N, std=s), hippo.random_normal(N, std=s)
+            W = hippo.random_normal(n_dir, H, N, 2, std=s)
+        else:
+            lam = hippo.dlr_omega(N, cfg.dt_min, cfg.dt_max)
+            sq, im = torch.sqrt(-lam.real), lam.imag
+            W = hippo.random_normal(n_dir, H, N, 2, std=1.0 / N)   # the authors' W_scale = 1/N
+        for name, value in (("sqrt_neg_re", sq), ("im", im), ("C", W)):
+            _param(self, name, value, cfg.lr)
+
+    def _lambda(self) -> torch.Tensor:
+        return torch.complex(-self.sqrt_neg_re ** 2, self.im).expand(self.H, -1)
+
+    def forward(self, L: int) -> torch.Tensor:
+        return vandermonde(_c(self.C), self._lambda(), L, self.backend)
+
+    def discrete(self):
+        lam = self._lambda()
+        return torch.exp(lam), torch.ones_like(lam), _c(self.C), 1.0
+
+
+def make_kernel(cfg: SSMConfig, n_dir: int) -> _Kernel:
+    if cfg.kind == "s4":
+        return S4Kernel(cfg, n_dir)
+    if cfg.kind == "s4d":
+        return S4DKernel(cfg, n_dir)
+    if cfg.kind == "dlr":
+        return DLRKernel(cfg, n_dir)
+    raise ValueError(f"unknown SSM kind {cfg.kind!r}")
+
+
+class MaskedBatchNorm(nn.BatchNorm1d):
+    """BatchNorm over channels whose batch statistics use real positions only. x (..., H)."""
+
+    def forward(self, x: torch.Tensor, valid: Optional[torch.Tensor] = None) -> torch.Tensor:
+        flat = x.reshape(-1, x.shape[-1])
+        if valid is None or x.dim() == 2:
+            return super().forward(flat).reshape(x.shape)
+        keep = valid.reshape(-1)
+        out = torch.zeros_like(flat)
+        out[keep] = super().forward(flat[keep]).to(out.dtype)
+        return out.reshape(x.shape)
+
+
+class _LayerNorm(nn.LayerNorm):
+    def forward(self, x: torch.Tensor, valid: Optional[torch.Tensor] = None) -> torch.Tensor:
+        return super().forward(x)
+
+
+def make_norm(cfg: SSMConfig) -> nn.Module:
+    return _LayerNorm(cfg.d_model) if cfg.norm == "layer" else MaskedBatchNorm(cfg.d_model)
+
+
+class SSMBlock(nn.Module):
+    """One residual SSM block. forward(x (B, L, H), valid (B, L) or None) -> (B, L, H)."""
+
+    def __init__(self, cfg: SSMConfig):
+        super().__init__()
+        H = cfg.d_model
+        self.prenorm, self.causal = cfg.prenorm, cfg.causal
+        self.norm = make_norm(cfg)
+        self.kernel = make_kernel(cfg, 1 if cfg.causal else 2)
+        self.D = nn.Parameter(torch.randn(H))
+        self.act = nn.GELU()
+        self.drop = nn.Dropout(cfg.dropout)
+        self.out = nn.Sequential(nn.Linear(H, 2 * H), nn.GLU()) if cfg.glu else nn.Linear(H, H)
+        self._step = None
+
+    def _post(self, y: torch.Tensor) -> torch.Tensor:
+        return self.drop(self.out(self.drop(self.act(y))))
+
+    def forward(self, x: torch.Tensor, valid: Optional[torch.Tensor] = None) -> torch.Tensor:
+        z = self.norm(x, valid) if self.prenorm else x
+        if valid is not None:
+            z = z * valid[..., None].to(z.dtype)       # padded inputs are zeros for both directions
+        with torch.autocast(device_type=x.device.type, enabled=False):
+            zf = z.float() if z.dtype != torch.float64 else z
+            y = fft_conv(zf, self.kernel(x.shape[1])) + zf * self.D.to(zf.dtype)
+        x = x + self._post(y.to(x.dtype))
+        return x if self.prenorm else self.norm(x, valid)
+
+    # ---- recurrent step mode (causal layers only)
+    @torch.no_grad()
+    def setup_step(self) -> None:
+        if not self.causal:
+            raise RuntimeError("step mode needs a causal SSM layer (SSMConfig.causal=True); a "
+                               "bidirectional layer looks at future positions")
+        self._step = self.kernel.discrete()
+
+    def default_state(self, batch: int) -> torch.Tensor:
+        if self._step is None:
+            raise RuntimeError("call setup_step() before stepping (and again after any update)")
+        Bb = self._step[1]
+        return torch.zeros(batch, *Bb.shape, dtype=Bb.dtype, device=Bb.device)
+
+    def step(self, x: torch.Tensor, state: torch.Tensor):
+        """One position: x (B, H), state (B, H, S) -> (B, H), new state."""
+        Ab, Bb, C, scale = self._step
+        z = self.norm(x) if self.prenorm else x
+        u = z.to(Bb.dtype)[..., None]
+        if Ab.dim() == 3:
+            state = torch.einsum("hij,bhj->bhi", Ab, state) + Bb * u
+        else:
+            state = Ab * state + Bb * u
+        y = scale * (C[0] * state).sum(-1).real.to(z.dtype) + z * self.D
+        x = x + self._post(y)
+        return (x if self.prenorm else self.norm(x)), state
+
+
+class SSMEncoder(nn.Module):
+    """A stack of :class:`SSMBlock` (+ a final norm when pre-norm). (B, L, H) -> (B, L, H)."""
+
+    def __init__(self, cfg: SSMConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.blocks = nn.ModuleList(SSMBlock(cfg) for _ in range(cfg.n_layers))
+        self.norm = make_norm(cfg) if cfg.prenorm else None
+
+    def forward(self, x: torch.Tensor, valid: Optional[torch.Tensor] = None) -> torch.Tensor:
+        for block in self.blocks:
+            x = block(x, valid)
+        return self.norm(x, valid) if self.norm is not None else x
+
+    def set_backend(self, backend: str) -> "SSMEncoder":
+        """Kernel backend of every layer: "auto" | "triton" | "torch" | "ref"."""
+        for block in self.blocks:
+            block.kernel.backend = backend
+        return self
+
+    @torch.no_grad()
+    def kernels(self, L: int) -> list[torch.Tensor]:
+        """The convolution kernel of every layer: a list of (n_dir, H, L) float tensors."""
+        return [block.kernel(L).float() for block in self.blocks]
+
+    def setup_step(self) -> None:
+        """Freeze the discretised matrices for :meth:`step` (call again after parameter updates)."""
+        for block in self.blocks:
+            block.setup_step()
+
+    def default_state(self, batch: int) -> list[torch.Tensor]:
+        return [block.default_state(batch) for block in self.blocks]
+
+    def step(self, x: torch.Tensor, states: list[torch.Tensor]):
+        """Recurrent mode, one position: x (B, H) -> (B, H), new states. Equals forward() of a
+        causal encoder position by position (in eval mode)."""
+        new = []
+        for block, s in zip(self.blocks, states):
+            x, s = block.step(x, s)
+            new.append(s)
+        return (self.norm(x) if self.norm is not None else x), new
+

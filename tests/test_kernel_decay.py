@@ -1,0 +1,64 @@
+"""kernel_decay: K_max over (layer, lag) = max over channels and both directions of |K|."""
+import numpy as np
+import pytest
+import torch
+import xarray as xr
+
+from spt.analysis import kernel_decay, kernel_decay_baseline, kernel_decay_comparison
+from spt.config import ModelConfig, SSMConfig
+from spt.data.task import TaskSpec
+from spt.models.model import classifier_model
+from spt.models.ssm import SSMEncoder
+
+SPEC = TaskSpec(name="toy", seq_len=32, num_classes=3, d_input=1)
+
+
+@pytest.mark.parametrize("kind", ["s4", "s4d", "dlr"])
+def test_kernel_decay_is_max_abs_kernel_over_channels_and_directions(kind):
+    torch.manual_seed(0)
+    model = classifier_model(SSMConfig(kind=kind, d_model=4, n_layers=3, d_state=8, max_len=32),
+                             SPEC)
+    da = kernel_decay(model, 32)
+    assert isinstance(da, xr.DataArray) and da.dims == ("layer", "lag")
+    assert list(da.layer.values) == [0, 1, 2] and list(da.lag.values) == list(range(32))
+    assert da.attrs["kind"] == kind and isinstance(da.attrs["config"], str)
+    for i, block in enumerate(model.backbone.layers.blocks):
+        K = block.kernel(32).detach()                           # (2, H, L): both directions
+        assert K.shape[0] == 2
+        expected = K.abs().amax(dim=(0, 1)).numpy()
+        np.testing.assert_allclose(da.sel(layer=i).values, expected, rtol=1e-6)
+        assert np.all(da.sel(layer=i).values >= K[1].abs().amax(0).numpy() - 1e-7)
+
+
+def test_baseline_is_the_structured_init_and_ignores_training():
+    torch.manual_seed(1)
+    cfg = SSMConfig(kind="s4", d_model=4, n_layers=2, d_state=8, max_len=32)
+    enc = SSMEncoder(cfg)
+    base = kernel_decay_baseline(enc, 32, seed=3)
+    before = kernel_decay(enc, 32)
+    with torch.no_grad():                                        # "training" moves the kernels
+        for block in enc.blocks:
+            block.kernel.log_dt.add_(1.0)
+    after = kernel_decay(enc, 32)
+    assert not np.allclose(before.values, after.values)
+    xr.testing.assert_allclose(kernel_decay_baseline(enc, 32, seed=3), base)
+    assert base.attrs["which"] == "baseline" and base.attrs["init"] == "legs"
+    rand = SSMEncoder(SSMConfig(kind="dlr", init="random", d_model=4, n_layers=2, d_state=8))
+    assert kernel_decay_baseline(rand, 16).attrs["init"] == "omega"
+
+
+def test_comparison_dataset_is_plot_ready():
+    enc = SSMEncoder(SSMConfig(kind="s4d", init="inv", d_model=4, n_layers=2, d_state=8))
+    ds = kernel_decay_comparison(enc, 20)
+    assert set(ds.data_vars) == {"model", "baseline"} and ds["model"].dims == ("layer", "lag")
+    assert ds.attrs["baseline_init"] == "inv"
+    assert np.isfinite(ds["model"].values).all() and (ds["baseline"].values >= 0).all()
+
+
+def test_kernel_decay_errors():
+    tr = classifier_model(ModelConfig(d_model=8, n_layers=1, n_heads=2, d_ff=8), SPEC)
+    with pytest.raises(TypeError, match="no SSM layers"):
+        kernel_decay(tr, 16)
+    enc = SSMEncoder(SSMConfig(kind="s4", d_model=4, n_layers=1, d_state=8, max_len=16))
+    with pytest.raises(ValueError, match="max_len"):
+        kernel_decay(enc, 17)

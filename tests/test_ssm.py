@@ -1,0 +1,223 @@
+"""S4 / S4D / DLR layers: step mode, directions, padding, initialisations, optimiser hints, config."""
+import math
+
+import pytest
+import torch
+
+from spt.config import (SSM_PRESETS, SSMConfig, TrainConfig, model_config_from_dict,
+                        model_config_to_dict, ssm_preset)
+from spt.kernels import HAS_TRITON, dplr_kernel_ref
+from spt.models import hippo
+from spt.models.model import build_layers
+from spt.models.ssm import S4Kernel, SSMEncoder
+from spt.train.optim import param_groups
+
+KINDS = [("s4", "legs"), ("s4", "random"), ("s4d", "legs"), ("s4d", "lin"), ("s4d", "inv"),
+         ("s4d", "random"), ("dlr", "omega"), ("dlr", "random")]
+
+
+def _cfg(kind, init=None, **kw):
+    base = dict(kind=kind, init=init, d_model=6, n_layers=2, d_state=8, max_len=32)
+    base.update(kw)
+    return SSMConfig(**base)
+
+
+@pytest.mark.parametrize("kind,init", KINDS)
+@pytest.mark.parametrize("prenorm", [True, False])
+def test_step_mode_equals_convolution(kind, init, prenorm):
+    torch.manual_seed(0)
+    enc = SSMEncoder(_cfg(kind, init, causal=True, prenorm=prenorm)).double().eval()
+    x = torch.randn(2, 20, 6, dtype=torch.float64)
+    y = enc(x)
+    enc.setup_step()
+    states, ys = enc.default_state(2), []
+    for t in range(20):
+        yt, states = enc.step(x[:, t], states)
+        ys.append(yt)
+    assert torch.allclose(torch.stack(ys, 1), y, atol=1e-10)
+
+
+def test_step_mode_float32_and_refusals():
+    torch.manual_seed(1)
+    enc = SSMEncoder(_cfg("s4", causal=True)).eval()
+    x = torch.randn(1, 12, 6)
+    enc.setup_step()
+    states, ys = enc.default_state(1), []
+    for t in range(12):
+        yt, states = enc.step(x[:, t], states)
+        ys.append(yt)
+    assert torch.allclose(torch.stack(ys, 1), enc(x), atol=1e-4)
+    with pytest.raises(RuntimeError, match="causal"):
+        SSMEncoder(_cfg("s4d", causal=False)).setup_step()
+    with pytest.raises(RuntimeError, match="setup_step"):
+        SSMEncoder(_cfg("dlr", causal=True)).default_state(1)
+
+
+def _jacobian_blocks(enc, L=10):
+    """dep[t, s] = sum over channels of |d (w . y[t]) / d x[s]| for a random w: (L, L).
+    (Not y[t].sum(): a LayerNorm output sums to a constant.)"""
+    x = torch.randn(1, L, 6, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(6, dtype=torch.float64)
+    y = enc(x)
+    rows = [torch.autograd.grad(y[0, t] @ w, x, retain_graph=True)[0][0].abs().sum(-1)
+            for t in range(L)]
+    return torch.stack(rows)
+
+
+@pytest.mark.parametrize("kind,init", KINDS[::2])
+def test_causal_never_sees_the_future_and_bidirectional_sees_both(kind, init):
+    torch.manual_seed(2)
+    causal = SSMEncoder(_cfg(kind, init, causal=True)).double().eval()
+    dep = _jacobian_blocks(causal)
+    # t < s: no dependence, up to the FFT's rounding (~1e-16 of the real entries in float64)
+    assert torch.triu(dep, diagonal=1).max() < 1e-12 * dep.max()
+    lower = torch.ones_like(dep, dtype=torch.bool).tril()
+    assert torch.all(dep[lower] > 1e-6 * dep.max())
+    bidir = SSMEncoder(_cfg(kind, init, causal=False)).double().eval()
+    dep = _jacobian_blocks(bidir)
+    assert torch.all(dep > 1e-6 * dep.max())                     # every output sees every input
+
+
+@pytest.mark.parametrize("kind", ["s4", "s4d", "dlr"])
+@pytest.mark.parametrize("norm", ["layer", "batch"])
+def test_padding_never_leaks_into_real_positions(kind, norm):
+    torch.manual_seed(3)
+    enc = SSMEncoder(_cfg(kind, causal=False, norm=norm)).double().train()
+    x = torch.randn(2, 12, 6, dtype=torch.float64)
+    valid = torch.ones(2, 12, dtype=torch.bool)
+    valid[1, 7:] = False
+    x2 = x.clone()
+    x2[1, 7:] = 100 * torch.randn(5, 6, dtype=torch.float64)    # garbage in the padding
+    y1, y2 = enc(x, valid), enc(x2, valid)
+    assert torch.allclose(y1[valid], y2[valid], atol=1e-10)
+    short = enc.eval()(x[1:, :7])                                # the same sequence, unpadded
+    assert torch.allclose(enc(x2, valid)[1, :7], short[0], atol=1e-10)
+
+
+def test_s4_module_kernel_equals_naive_from_its_discrete_matrices():
+    torch.manual_seed(4)
+    kern = S4Kernel(_cfg("s4", causal=True, max_len=24), n_dir=1).double()
+    Ab, Bb, C, scale = kern.discrete()
+    x, naive = Bb, []
+    for _ in range(24):
+        naive.append(scale * (C[0] * x).sum(-1).real)
+        x = torch.einsum("hij,hj->hi", Ab, x)
+    naive = torch.stack(naive, -1)
+    K = kern(24)[0]
+    assert torch.allclose(K, naive, atol=1e-10 * naive.abs().max().item())
+    assert torch.allclose(kern(10)[0], naive[:, :10], atol=1e-10)   # shorter L: a prefix
+    with pytest.raises(ValueError, match="max_len"):
+        kern(25)
+
+
+def test_s4_initial_kernel_is_hippo_legs_with_random_c():
+    """At init the S4 module's kernel is C^T Ā^k B̄ for the HiPPO-LegS DPLR matrices."""
+    torch.manual_seed(5)
+    kern = S4Kernel(_cfg("s4", causal=True, max_len=16), n_dir=1).double()
+    lam, P, B, _, dt = kern.params()
+    ref_lam, ref_P, ref_B = hippo.legs_dplr(8)
+    assert torch.allclose(lam[0], ref_lam) and torch.allclose(P[0], ref_P.to(P.dtype), atol=1e-6)
+    _, _, C, _ = kern.discrete()
+    naive = dplr_kernel_ref(lam, P, B, C[..., :4], dt, 16)
+    assert torch.allclose(kern(16), naive, atol=1e-6)
+
+
+def test_legs_dplr_is_unitarily_equivalent_to_hippo_legs():
+    N = 10
+    A, B = hippo.legs_matrices(N)
+    lam, P, Bt = hippo.legs_dplr(N, b_clip=None)
+    lam_f, p = torch.cat([lam, lam.conj()]), torch.cat([P, P.conj()])
+    A2 = torch.diag(lam_f) - p[:, None] * p.conj()[None, :]
+    eig = lambda M: torch.sort(torch.linalg.eigvals(M).real).values   # noqa: E731
+    assert torch.allclose(eig(A.to(torch.complex128)), eig(A2), atol=1e-8)
+    assert torch.allclose(eig(A.to(torch.complex128)), -torch.arange(N, 0, -1).double(), atol=1e-8)
+    for s in (0.3 + 0.7j, 2.0 - 1.0j):  # same resolvent norm ||(sI - A)^-1 B|| (unitary change)
+        I = torch.eye(N, dtype=torch.complex128)
+        r1 = torch.linalg.solve(s * I - A.to(torch.complex128), B.to(torch.complex128))
+        r2 = torch.linalg.solve(s * I - A2, torch.cat([Bt, Bt.conj()]))
+        assert abs(r1.norm() - r2.norm()) < 1e-8
+    assert torch.all(lam.real == -0.5) and torch.all(lam.imag < 0)
+
+
+def test_diagonal_and_dlr_initialisations():
+    assert torch.allclose(hippo.s4d_lin(3), torch.tensor([-0.5, -0.5 - 1j * math.pi, -0.5 - 2j * math.pi],
+                                                         dtype=torch.complex128))
+    inv = hippo.s4d_inv(4)  # N = 8: imag = -(8/pi) (8/(2n+1) - 1)
+    assert torch.allclose(inv.imag, -(8 / math.pi) * (8 / (2 * torch.arange(4.).double() + 1) - 1))
+    torch.manual_seed(0)
+    om = hippo.dlr_omega(16, 1e-4, 1e-1)
+    assert torch.allclose(om.imag, 2 * math.pi * torch.arange(16).double() / 16)
+    assert torch.all((-2 * om.real >= 1e-4 - 1e-12) & (-2 * om.real <= 0.1 + 1e-12))
+
+
+@pytest.mark.parametrize("kind", ["s4", "s4d", "dlr"])
+def test_random_init_draws_state_space_parameters_from_small_normal(kind):
+    torch.manual_seed(6)
+    enc = SSMEncoder(SSMConfig(kind=kind, init="random", d_model=64, d_state=64, n_layers=1))
+    kern = enc.blocks[0].kernel
+    names = {"s4": ["log_neg_re", "im", "P", "B", "C"], "s4d": ["log_neg_re", "im", "B", "C"],
+             "dlr": ["sqrt_neg_re", "im", "C"]}[kind]
+    for name in names:
+        std = getattr(kern, name).detach().std().item()
+        assert 0.08 < std < 0.12, (name, std)
+    K = enc.kernels(64)[0]
+    assert torch.isfinite(K).all()
+
+
+def test_optimiser_hints_give_ssm_parameters_their_lr_and_no_weight_decay():
+    for kind, ssm_names in (("s4", {"log_dt", "log_neg_re", "im", "P", "B"}),
+                            ("s4d", {"log_dt", "log_neg_re", "im", "B"}),
+                            ("dlr", {"sqrt_neg_re", "im", "C"})):
+        enc = SSMEncoder(_cfg(kind, lr=7e-4))
+        groups = param_groups(enc, TrainConfig(lr=1e-2, weight_decay=0.1))
+        special = [g for g in groups if g["lr"] == 7e-4]
+        assert len(special) == 1 and special[0]["weight_decay"] == 0.0
+        assert {n.split(".")[-1] for n in special[0]["names"]} == ssm_names
+        other = {n for g in groups if g["lr"] == 1e-2 for n in g["names"]}
+        assert any(n.endswith("out.0.weight") or n.endswith("out.weight") for n in other)
+
+
+@pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed; it runs under TRITON_INTERPRET=1")
+@pytest.mark.parametrize("kind", ["s4", "s4d", "dlr"])
+def test_layer_with_triton_backend_matches_reference_backend(kind):
+    torch.manual_seed(7)
+    enc = SSMEncoder(_cfg(kind, d_model=3, n_layers=1, max_len=16)).eval()
+    x = torch.randn(1, 16, 3)
+    outs = []
+    for backend in ("ref", "triton", "torch"):
+        enc.zero_grad()
+        y = enc.set_backend(backend)(x)
+        (y * torch.linspace(-1, 1, 16)[:, None]).sum().backward()
+        outs.append((y.detach(), [p.grad.clone() for p in enc.parameters() if p.grad is not None]))
+    (y0, g0) = outs[0]
+    for y, g in outs[1:]:
+        assert torch.allclose(y, y0, atol=1e-4)
+        for a, b in zip(g, g0):
+            assert torch.allclose(a, b, atol=1e-4 * max(1.0, b.abs().max().item()))
+
+
+def test_config_validation_defaults_and_checkpoint_round_trip():
+    assert SSMConfig(kind="s4").init == "legs" and SSMConfig(kind="s4").lr == 1e-3
+    dlr = SSMConfig(kind="dlr")
+    assert dlr.init == "omega" and dlr.lr == 1e-4 and dlr.dt_min == 1e-4
+    assert model_config_from_dict(model_config_to_dict(dlr)) == dlr
+    with pytest.raises(ValueError, match="init"):
+        SSMConfig(kind="dlr", init="legs")
+    with pytest.raises(ValueError, match="even"):
+        SSMConfig(kind="s4", d_state=7)
+    with pytest.raises(ValueError, match="kind"):
+        SSMConfig(kind="mamba")
+    assert isinstance(build_layers(dlr), SSMEncoder)
+
+
+def test_presets_follow_table5():
+    p = ssm_preset("listops", "s4")
+    assert (p.finetune.lr, p.finetune.batch_size, p.pretrain.lr, p.pretrain.batch_size) == \
+        (1e-3, 16, 1e-3, 128)
+    assert p.model.kind == "s4" and p.model.d_state == 64 and p.objective.mask_ratio == 0.1
+    d = ssm_preset("pathx", "dlr_random")
+    assert d.model.kind == "dlr" and d.model.init == "random" and d.model.d_state == 1024
+    assert d.model.pooling == "max" and d.model.norm == "layer" and d.scratch.lr == 5e-4
+    assert len(SSM_PRESETS) == 6 + 3 * 4
+    with pytest.raises(KeyError, match="rows are"):
+        ssm_preset("retrieval", "dlr")
