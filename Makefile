@@ -7,7 +7,6 @@ PY     := $(VENV)/bin/python
 RESULTS ?= results
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml tools/install_torch.sh | cksum | cut -d' ' -f1)
 
-export MPLBACKEND ?= agg
 export HF_HUB_OFFLINE ?= 1
 export TQDM_MININTERVAL ?= 5
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Sequence
 
@@ -83,9 +83,18 @@ def compare_spt_vs_scratch(task: Task, model: ModelConfig, objective: ObjectiveC
         threads = max(1, torch.get_num_threads() // workers)
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=min(workers, len(seeds)), mp_context=ctx) as pool:
-            futures = [pool.submit(_run_seed, task, model, objective, cfgs, s,
-                                   runs_dir / f"seed{s}", pooling, threads) for s in seeds]
-            results = dict(zip(seeds, (f.result() for f in futures)))
+            # workers report through the parent: their progress bars would interleave
+            quiet = tuple(replace(c, progress=False) for c in cfgs)
+            futures = {pool.submit(_run_seed, task, model, objective, quiet, s,
+                                   runs_dir / f"seed{s}", pooling, threads): s for s in seeds}
+            results = {}
+            for f in as_completed(futures):
+                s = futures[f]
+                results[s] = f.result()
+                print(f"seed {s} done: " + ", ".join(
+                    f"{i} test {metric} {r[f'test_{metric}']:.4f} ({r['steps']} steps)"
+                    for i, r in results[s]["rows"].items()), flush=True)
+            results = {s: results[s] for s in seeds}
     else:
         results = {s: _run_seed(task, model, objective, cfgs, s, runs_dir / f"seed{s}", pooling,
                                 None) for s in seeds}

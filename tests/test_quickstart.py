@@ -34,7 +34,10 @@ def test_notebook_writes_quickstart_nc(executed):
     cfg = run_config(ds)
     assert cfg["model"]["d_model"] == 16 and cfg["seeds"] == [0, 1]
     assert (ds.steps > 0).all() and (ds.pretrain_steps > 0).all()
-    assert (executed / "executed.ipynb").exists()
+    nb = json.loads((executed / "executed.ipynb").read_text())
+    outputs = [o for c in nb["cells"] for o in c.get("outputs", [])]
+    assert any("image/png" in o.get("data", {}) for o in outputs), "the figure was not rendered"
+    assert len(outputs) < 40, "progress output floods the notebook"
     assert (executed / "quickstart_runs" / "seed1" / "scratch" / "best.pt").exists()
 
 
