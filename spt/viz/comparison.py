@@ -18,7 +18,7 @@ def plot_gain_bars(ds: xr.Dataset, metric: str = "test_accuracy", ax=None):
         ax.bar(i, np.nanmean(vals), color=COLORS.get(str(init)), alpha=0.8, width=0.6)
         ax.scatter(np.full(vals.shape, i) + np.linspace(-0.12, 0.12, len(vals)), vals, color="k",
                    s=14, zorder=3)
-        ax.text(i, np.nanmean(vals) + 1, f"{np.nanmean(vals):.1f}", ha="center", va="bottom")
+        ax.text(i, np.nanmax(vals) + 2, f"{np.nanmean(vals):.1f}", ha="center", va="bottom")
     ax.set_xticks(range(ds.sizes["init"]), [LABELS.get(str(i), str(i)) for i in ds.init.values],
                   fontsize=8)
     ax.set_ylabel(f"{metric.replace('_', ' ')} (%)")
