@@ -239,14 +239,19 @@ TRANSFORMER_PRESETS: dict[tuple[str, str], Preset] = {
 }
 
 
+def _lookup(table: dict, task: str, variant: str, what: str):
+    """table[(task, variant)], or a KeyError that lists the rows that exist."""
+    try:
+        return table[(task, variant)]
+    except KeyError:
+        rows = ", ".join(f"{t}/{v}" for t, v in table)
+        raise KeyError(f"no {what} preset for task={task!r}, variant={variant!r}; "
+                       f"{what} rows are: {rows}") from None
+
+
 def transformer_preset(task: str, variant: str = "masked") -> Preset:
     """The Table 4 row for (task, variant); a clear error lists the rows that exist."""
-    try:
-        return TRANSFORMER_PRESETS[(task, variant)]
-    except KeyError:
-        rows = ", ".join(f"{t}/{v}" for t, v in TRANSFORMER_PRESETS)
-        raise KeyError(f"no Transformer preset for task={task!r}, variant={variant!r}; "
-                       f"Table 4 rows are: {rows}") from None
+    return _lookup(TRANSFORMER_PRESETS, task, variant, "Table 4")
 
 
 # ---------------------------------------------------------------------------- state-space models
@@ -435,9 +440,4 @@ SSM_PRESETS: dict[tuple[str, str], SSMPreset] = {
 
 def ssm_preset(task: str, variant: str = "s4") -> SSMPreset:
     """The S4 / DLR row for (task, variant); a clear error lists the rows that exist."""
-    try:
-        return SSM_PRESETS[(task, variant)]
-    except KeyError:
-        rows = ", ".join(f"{t}/{v}" for t, v in SSM_PRESETS)
-        raise KeyError(f"no SSM preset for task={task!r}, variant={variant!r}; rows are: "
-                       f"{rows}") from None
+    return _lookup(SSM_PRESETS, task, variant, "SSM")

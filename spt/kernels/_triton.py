@@ -51,3 +51,8 @@ def resolve_backend(backend: str, t: torch.Tensor) -> str:
         if t.dtype != torch.complex64:
             raise TypeError(f"the Triton kernels compute in float32 (complex64 inputs); got {t.dtype}")
     return backend
+
+
+def block_sizes(rows: int, cols: int) -> tuple[int, int]:
+    """Triton block sizes for a (rows = state size N, cols = L or frequencies) sum."""
+    return min(32, triton.next_power_of_2(rows)), min(128, triton.next_power_of_2(cols))

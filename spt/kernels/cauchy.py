@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import torch
 
-from ._triton import HAS_TRITON, resolve_backend, tl, triton
+from ._triton import HAS_TRITON, block_sizes, resolve_backend, tl, triton
 
 
 def cauchy_ref(v: torch.Tensor, z: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -123,15 +123,11 @@ if HAS_TRITON:
         tl.store(T2I + row * N + offs_n, t2i, mask=mn)
 
 
-def _blocks(N: int, J: int) -> tuple[int, int]:
-    return min(32, triton.next_power_of_2(N)), min(128, triton.next_power_of_2(J))
-
-
 def _fwd_triton(v, z, w):
     M, H, N = v.shape
     J = z.shape[0]
     out = torch.empty(2, M, H, J, device=v.device, dtype=torch.float32)
-    bn, bj = _blocks(N, J)
+    bn, bj = block_sizes(N, J)
     _cauchy_fwd_kernel[(M * H, triton.cdiv(J, bj))](
         v.real.contiguous(), v.imag.contiguous(), z.real.contiguous(), z.imag.contiguous(),
         w.real.contiguous(), w.imag.contiguous(), out[0], out[1], H, N, J,
@@ -144,7 +140,7 @@ def _bwd_triton(g, v, z, w):
     J = z.shape[0]
     g = g.to(torch.complex64)
     t = torch.empty(4, M, H, N, device=v.device, dtype=torch.float32)
-    bn, bj = _blocks(N, J)
+    bn, bj = block_sizes(N, J)
     _cauchy_bwd_kernel[(M * H, triton.cdiv(N, bn))](
         g.real.contiguous(), g.imag.contiguous(), z.real.contiguous(), z.imag.contiguous(),
         w.real.contiguous(), w.imag.contiguous(), t[0], t[1], t[2], t[3], H, N, J,

@@ -27,7 +27,7 @@ import math
 
 import torch
 
-from ._triton import HAS_TRITON, resolve_backend, tl, triton
+from ._triton import HAS_TRITON, block_sizes, resolve_backend, tl, triton
 
 
 def vandermonde_ref(v: torch.Tensor, x: torch.Tensor, L: int) -> torch.Tensor:
@@ -96,16 +96,12 @@ if HAS_TRITON:
         tl.store(S1I + row * N + offs_n, s1i, mask=mn)
 
 
-def _blocks(N: int, L: int) -> tuple[int, int]:
-    return min(32, triton.next_power_of_2(N)), min(128, triton.next_power_of_2(L))
-
-
 def _fwd_triton(v: torch.Tensor, x: torch.Tensor, L: int) -> torch.Tensor:
     M, H, N = v.shape
     vr, vi = v.real.contiguous(), v.imag.contiguous()
     xr, xi = x.real.contiguous(), x.imag.contiguous()
     out = torch.empty(M, H, L, device=v.device, dtype=torch.float32)
-    bn, bl = _blocks(N, L)
+    bn, bl = block_sizes(N, L)
     _vandermonde_fwd_kernel[(M * H, triton.cdiv(L, bl))](vr, vi, xr, xi, out, H, N, L,
                                                          BLOCK_N=bn, BLOCK_L=bl)
     return out
@@ -115,7 +111,7 @@ def _bwd_triton(g: torch.Tensor, v: torch.Tensor, x: torch.Tensor, L: int):
     M, H, N = v.shape
     xr, xi = x.real.contiguous(), x.imag.contiguous()
     s = torch.empty(4, M, H, N, device=v.device, dtype=torch.float32)
-    bn, bl = _blocks(N, L)
+    bn, bl = block_sizes(N, L)
     _vandermonde_bwd_kernel[(M * H, triton.cdiv(N, bn))](g.contiguous().float(), xr, xi,
                                                          s[0], s[1], s[2], s[3], H, N, L,
                                                          BLOCK_N=bn, BLOCK_L=bl)
