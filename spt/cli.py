@@ -56,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_env)
     p = sub.add_parser("presets", help="list the paper's hyper-parameter presets (Table 4)")
     p.set_defaults(func=_cmd_presets)
+    from .data.cli import add_data_commands
+
+    add_data_commands(sub)
     return parser
 
 

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_spt_help_lists_commands():
     r = subprocess.run([sys.executable, "-m", "spt.cli", "--help"], capture_output=True, text=True,
                        check=True)
-    for cmd in ("env", "presets"):
+    for cmd in ("env", "presets", "data"):
         assert re.search(rf"^\s+{cmd}\s", r.stdout, re.M), r.stdout
 
 

@@ -1,0 +1,201 @@
+"""LRA ListOps: reader of the release's TSV files and a generator with the official semantics.
+
+On disk (``ROOT/lra_release/listops-1000/basic_{train,val,test}.tsv``): a header
+``Source\\tTarget``, then one example per line: a bracketed expression and its value 0-9, e.g.::
+
+    ( ( ( [MAX 2 ) 9 ) ] )\\t9
+
+Every operator node ``[OP a b ... ]`` is written as a left-nested chain of parentheses (one per
+argument, plus one for the closing ``]``). Operators: ``[MIN``, ``[MAX``, ``[MED`` (median, rounded
+down), ``[SM`` (sum modulo 10). Tokenisation follows the field (LRA / S4): parentheses dropped,
+whitespace-separated symbols, ids ``N_SPECIAL + position in SYMBOLS``; 10-way classification.
+Items: inputs (L,) long with L <= seq_len (2048; the release's sequences are < 2000 symbols).
+
+Generator (:func:`generate_listops`): random trees as the release (an argument is an operator with
+probability 0.25 below ``max_depth``, 2..``max_args`` arguments, ``min_length < symbols <
+max_length``, duplicates removed), written in the same TSV format so the same reader reads them.
+"""
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from .cache import (GENERATED_MARK, DataFormatError, DataMissingError, RaggedTokenDataset,
+                    cached_arrays)
+from .task import N_SPECIAL, Task, TaskSpec
+
+OPERATORS = ("[MIN", "[MAX", "[MED", "[SM")
+END = "]"
+SYMBOLS = OPERATORS + (END,) + tuple(str(d) for d in range(10))
+VOCAB = {s: N_SPECIAL + i for i, s in enumerate(SYMBOLS)}
+VOCAB_SIZE = N_SPECIAL + len(SYMBOLS)  # 19
+SEQ_LEN = 2048
+SPLIT_FILES = {"train": "basic_train.tsv", "val": "basic_val.tsv", "test": "basic_test.tsv"}
+FOLDER = Path("lra_release") / "listops-1000"
+FORMAT_VERSION = 1
+
+
+def tokenize(source: str) -> list[str]:
+    """Symbols of a Source string, parentheses dropped: '( ( [SM 1 ) 2 ] )' -> [SM 1 2 ]."""
+    return [t for t in source.split() if t not in ("(", ")")]
+
+
+def _read_tsv(path: Path, seq_len: int):
+    """Yield (ids list, label) per data line; raises DataFormatError naming path:line."""
+    with open(path, encoding="utf-8", newline="") as f:
+        header = f.readline().rstrip("\r\n")
+        if header.split("\t") != ["Source", "Target"]:
+            raise DataFormatError(f"{path}:1: expected the header 'Source<TAB>Target', "
+                                  f"got {header[:60]!r}")
+        for lineno, line in enumerate(f, start=2):
+            line = line.rstrip("\r\n")
+            if not line:
+                continue
+            fields = line.split("\t")
+            if len(fields) != 2:
+                raise DataFormatError(f"{path}:{lineno}: expected 2 tab-separated fields "
+                                      f"(Source, Target), got {len(fields)}")
+            source, target = fields
+            try:
+                label = int(target)
+            except ValueError:
+                raise DataFormatError(f"{path}:{lineno}: Target {target[:20]!r} is not an "
+                                      f"integer") from None
+            if not 0 <= label <= 9:
+                raise DataFormatError(f"{path}:{lineno}: Target {label} is outside 0-9")
+            try:
+                ids = [VOCAB[t] for t in tokenize(source)]
+            except KeyError as e:
+                raise DataFormatError(f"{path}:{lineno}: unknown ListOps symbol {e.args[0]!r} "
+                                      f"(expected one of {' '.join(SYMBOLS)} and parentheses)"
+                                      ) from None
+            if not ids:
+                raise DataFormatError(f"{path}:{lineno}: empty Source")
+            if len(ids) > seq_len:
+                raise DataFormatError(f"{path}:{lineno}: {len(ids)} symbols exceed seq_len="
+                                      f"{seq_len}; pass a larger seq_len")
+            yield ids, label
+
+
+def load_listops(root, seq_len: int = SEQ_LEN, folder: Optional[Path] = None) -> Task:
+    """The ListOps task from ``root/lra_release/listops-1000`` (or `folder`), official splits."""
+    data_dir = Path(folder) if folder is not None else Path(root) / FOLDER
+    paths = {s: data_dir / f for s, f in SPLIT_FILES.items()}
+    for p in paths.values():
+        if not p.is_file():
+            raise DataMissingError(f"ListOps file {p} not found. Run `spt data prepare listops "
+                                   f"--root {root}` (or `spt data generate listops --root {root}` "
+                                   f"offline).")
+
+    def build(w):
+        tokens, labels, counts = w.ragged("tokens", np.uint8), [], {}
+        for split, p in paths.items():
+            n0 = len(labels)
+            for ids, label in _read_tsv(p, seq_len):
+                tokens.append(ids)
+                labels.append(label)
+            counts[split] = len(labels) - n0
+        w.put("labels", np.asarray(labels, np.int64))
+        return {"counts": counts}
+
+    arrays, extra = cached_arrays(data_dir, f"listops-L{seq_len}", FORMAT_VERSION,
+                                  paths.values(), build)
+    starts = np.cumsum([0] + [extra["counts"][s] for s in SPLIT_FILES])
+    splits = {s: RaggedTokenDataset(arrays["tokens"], arrays["tokens.offsets"], arrays["labels"],
+                                    np.arange(starts[i], starts[i + 1]))
+              for i, s in enumerate(SPLIT_FILES)}
+    spec = TaskSpec(name="listops", seq_len=seq_len, num_classes=10, vocab_size=VOCAB_SIZE,
+                    mask_ratio=0.1, description="LRA ListOps: evaluate nested MIN/MAX/MED/"
+                    "SUM-mod-10 expressions (10 classes), symbol tokens, parentheses dropped")
+    return Task(spec, splits["train"], splits["val"], splits["test"])
+
+
+# ----------------------------------------------------------------------------------- generator
+
+def evaluate(op: str, args: list[int]) -> int:
+    """The value of ``[op args... ]`` with the release's semantics."""
+    if op == "[MIN":
+        return min(args)
+    if op == "[MAX":
+        return max(args)
+    if op == "[MED":
+        return int(np.floor(np.median(args)))
+    if op == "[SM":
+        return sum(args) % 10
+    raise ValueError(f"unknown operator {op!r}")
+
+
+def _tree(rng: random.Random, depth: int, max_depth: int, max_args: int, budget: int):
+    """(source string, value, n_symbols) of a random subtree, or None once n_symbols > budget."""
+    if depth >= max_depth or rng.random() > 0.25:
+        v = rng.randrange(10)
+        return str(v), v, 1
+    op = rng.choice(OPERATORS)
+    n_args = rng.randint(2, max_args)
+    parts, values, n = [], [], 2
+    for _ in range(n_args):
+        sub = _tree(rng, depth + 1, max_depth, max_args, budget - n)
+        if sub is None:
+            return None
+        parts.append(sub[0])
+        values.append(sub[1])
+        n += sub[2]
+        if n > budget:
+            return None
+    # left-nested parentheses as the release: ( ( ( [OP a ) b ) ] )
+    source = "( " * (n_args + 1) + op + " " + " ) ".join(parts) + " ) ] )"
+    return source, evaluate(op, values), n
+
+
+def generate_listops(n: int, rng: random.Random, max_depth: int = 10, max_args: int = 10,
+                     min_length: int = 500, max_length: int = 2000,
+                     exclude: Optional[set] = None) -> list[tuple[str, int]]:
+    """`n` distinct (Source, Target) pairs with min_length < symbols < max_length.
+
+    Defaults are the release's (``max_depth=10, max_args=10, 500 < length < 2000``).
+    `exclude`: sources already used (e.g. by other splits); updated in place.
+    """
+    if not 1 <= min_length + 1 < max_length:
+        raise ValueError(f"need 0 <= min_length < max_length - 1, got {min_length}, {max_length}")
+    seen = exclude if exclude is not None else set()
+    out = []
+    while len(out) < n:
+        t = _tree(rng, 1, max_depth, max_args, max_length - 1)
+        if t is None or not min_length < t[2] < max_length or t[0] in seen:
+            continue
+        seen.add(t[0])
+        out.append((t[0], t[1]))
+    return out
+
+
+def write_listops(folder: Path, n_train: int, n_val: int, n_test: int, seed: int = 0,
+                  force: bool = False, **knobs) -> dict:
+    """Write ``basic_{train,val,test}.tsv`` in the release format into `folder`; returns counts.
+
+    knobs: max_depth, max_args, min_length, max_length (see :func:`generate_listops`). Splits are
+    disjoint. Existing files are replaced only with force=True. All three files are written to
+    ``.part`` files first and renamed at the end.
+    """
+    folder = Path(folder)
+    targets = {s: folder / f for s, f in SPLIT_FILES.items()}
+    if not force and any(p.exists() for p in targets.values()):
+        raise FileExistsError(f"ListOps files exist in {folder}; pass force=True (--force) to "
+                              f"replace them")
+    folder.mkdir(parents=True, exist_ok=True)
+    rng, seen, counts = random.Random(seed), set(), {}
+    for split, n in (("train", n_train), ("val", n_val), ("test", n_test)):
+        rows = generate_listops(n, rng, exclude=seen, **knobs)
+        with open(targets[split].with_name(targets[split].name + ".part"), "w",
+                  encoding="utf-8", newline="") as f:
+            f.write("Source\tTarget\n")
+            f.writelines(f"{s}\t{v}\n" for s, v in rows)
+        counts[split] = len(rows)
+    for p in targets.values():
+        p.with_name(p.name + ".part").replace(p)
+    (folder / GENERATED_MARK).write_text(json.dumps(
+        {"generator": "spt.data.listops", "seed": seed, "counts": counts, "knobs": knobs}))
+    return counts

@@ -1,0 +1,111 @@
+"""Speech Commands v0.02 (Warden 2018): 35-way classification of 1-second raw waveforms.
+
+On disk (``ROOT/speech_commands/``, the unpacked ``speech_commands_v0.02.tar.gz``): one folder per
+word holding 16-bit PCM mono 16 kHz WAV clips, ``_background_noise_/`` (not examples; ignored), and
+the official split lists ``validation_list.txt`` / ``testing_list.txt`` (paths ``word/file.wav``);
+every other clip is training data (84,843 / 9,981 / 11,005 clips).
+
+Items: inputs FloatTensor (16000, 1) = samples / 32768, clips shorter than one second zero-padded
+at the end (as S4); label () long, the index of the word in :data:`WORDS` (sorted). Clips are
+decoded once into an int16 cache. A clip that is not 16-bit mono 16 kHz PCM, a folder that is
+not one of the 35 words, or a split list naming a missing clip is an error naming the file.
+"""
+from __future__ import annotations
+
+import wave
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from .cache import ArrayDataset, DataFormatError, DataMissingError, cached_arrays
+from .task import Task, TaskSpec
+
+WORDS = ("backward", "bed", "bird", "cat", "dog", "down", "eight", "five", "follow", "forward",
+         "four", "go", "happy", "house", "learn", "left", "marvin", "nine", "no", "off", "on",
+         "one", "right", "seven", "sheila", "six", "stop", "three", "tree", "two", "up",
+         "visual", "wow", "yes", "zero")
+SAMPLE_RATE = 16000
+SPEECH_DIR = Path("speech_commands")
+IGNORED = {"_background_noise_"}
+FORMAT_VERSION = 1
+
+
+def read_wav(path: Path, max_len: int = SAMPLE_RATE) -> np.ndarray:
+    """(n,) int16 samples (n <= max_len) of a 16-bit mono 16 kHz PCM WAV; DataFormatError else."""
+    try:
+        with wave.open(str(path), "rb") as w:
+            fmt = (w.getnchannels(), w.getsampwidth(), w.getframerate())
+            if fmt != (1, 2, SAMPLE_RATE):
+                raise DataFormatError(f"{path}: expected mono 16-bit {SAMPLE_RATE} Hz PCM, got "
+                                      f"{fmt[0]} channel(s), {8 * fmt[1]}-bit, {fmt[2]} Hz")
+            n = w.getnframes()
+            data = w.readframes(n)
+    except (wave.Error, EOFError, OSError) as e:
+        raise DataFormatError(f"{path}: not a readable WAV file ({e})") from None
+    if len(data) != 2 * n:
+        raise DataFormatError(f"{path}: truncated WAV ({len(data) // 2} of {n} samples)")
+    if n > max_len:
+        raise DataFormatError(f"{path}: {n} samples, longer than {max_len}")
+    return np.frombuffer(data, dtype="<i2")
+
+
+def _read_list(path: Path, data_dir: Path) -> set[str]:
+    if not path.is_file():
+        raise DataMissingError(f"{path} not found (the official split list); is {data_dir} an "
+                               f"unpacked speech_commands_v0.02.tar.gz?")
+    entries = set()
+    for lineno, line in enumerate(path.read_text().splitlines(), start=1):
+        rel = line.strip()
+        if not rel:
+            continue
+        if not (data_dir / rel).is_file():
+            raise DataFormatError(f"{path}:{lineno}: lists {rel}, which does not exist")
+        entries.add(rel)
+    return entries
+
+
+def load_speech(root, folder: Optional[Path] = None) -> Task:
+    """Speech Commands v0.02, official splits; inputs (16000, 1) float, 35 classes."""
+    data_dir = Path(folder) if folder is not None else Path(root) / SPEECH_DIR
+    if not data_dir.is_dir():
+        raise DataMissingError(f"Speech Commands folder {data_dir} not found. Run `spt data "
+                               f"prepare speech --root {root}`.")
+    val = _read_list(data_dir / "validation_list.txt", data_dir)
+    test = _read_list(data_dir / "testing_list.txt", data_dir)
+    folders = sorted(p for p in data_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
+    unknown = [p.name for p in folders if p.name not in WORDS and p.name not in IGNORED]
+    if unknown:
+        raise DataFormatError(f"{data_dir}: folder(s) {unknown} are not Speech Commands v0.02 "
+                              f"words; expected {len(WORDS)} words")
+    clips = {"train": [], "val": [], "test": []}
+    for p in folders:
+        if p.name in IGNORED:
+            continue
+        for f in sorted(p.glob("*.wav")):
+            rel = f"{p.name}/{f.name}"
+            split = "val" if rel in val else "test" if rel in test else "train"
+            clips[split].append((f, WORDS.index(p.name)))
+    sources = [data_dir / "validation_list.txt", data_dir / "testing_list.txt"] + folders
+
+    def build(w):
+        from tqdm.auto import tqdm
+
+        order = clips["train"] + clips["val"] + clips["test"]
+        x = w.array("audio", (len(order), SAMPLE_RATE, 1), np.int16)
+        for i, (f, _) in enumerate(tqdm(order, desc="decoding speech commands", mininterval=2.0)):
+            s = read_wav(f)
+            x[i, :len(s), 0] = s
+            x[i, len(s):, 0] = 0
+        w.put("labels", np.asarray([y for _, y in order], np.int64))
+        return {"counts": {k: len(v) for k, v in clips.items()}}
+
+    arrays, extra = cached_arrays(data_dir, "speech", FORMAT_VERSION, sources, build)
+    c = extra["counts"]
+    bounds = np.cumsum([0, c["train"], c["val"], c["test"]])
+    ds = [ArrayDataset(arrays["audio"], arrays["labels"], 0.0, 32768.0,
+                       np.arange(bounds[i], bounds[i + 1])) for i in range(3)]
+    spec = TaskSpec(name="speech", seq_len=SAMPLE_RATE, num_classes=len(WORDS), d_input=1,
+                    mask_ratio=0.25, description="Speech Commands v0.02: 1 s raw 16 kHz waveforms "
+                    "(16000 samples), 35 words, official splits")
+    return Task(spec, *ds)

@@ -1,0 +1,155 @@
+"""Byte-level text tasks: LRA Text (IMDb sentiment) and LRA Retrieval (AAN citation pairs).
+
+Tokenisation as LRA (its byte encoder): a text is UTF-8 encoded and byte ``b`` becomes id
+``N_SPECIAL + b``; ``vocab_size = 4 + 256 = 260`` and the special ids (pad, mask, unk, eos) are the
+fixed ones of :mod:`spt.data.task`, shared by pretraining and finetuning.
+
+Text (``load_text``): ``ROOT/imdb/plain_text/{train,test}-*.parquet`` (the hub's
+``stanfordnlp/imdb``; columns ``text``, ``label`` in {0, 1}); reviews truncated to ``seq_len=4096``
+bytes. The release has no validation split: a fixed-seed 10% of train is held out as ``val``
+(22,500 / 2,500 / 25,000). The ``unsupervised`` parquet files are not read.
+
+Retrieval (``load_retrieval``): ``ROOT/lra_release/tsv_data/new_aan_pairs.{train,eval,test}.tsv``,
+no header, tab-separated ``label id1 id2 text1 text2`` (no quoting; label 0/1, possibly written
+``1.0``; texts read as raw bytes); official splits, ``eval`` is ``val``. Each document is truncated
+to ``doc_len=4000`` bytes (LRA's length) and an item is **one sequence** ``doc1 + [EOS] + doc2``:
+inputs (L,) long with L <= 2 * doc_len + 1 = 8001. The EOS_ID separator is the only EOS in the
+sequence (document bytes have ids >= 4), so a two-tower model can split the item at it.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from .cache import (DataFormatError, DataMissingError, RaggedTokenDataset, cached_arrays,
+                    iter_parquet)
+from .fractions import split_indices
+from .task import EOS_ID, N_SPECIAL, Task, TaskSpec
+
+VOCAB_SIZE = N_SPECIAL + 256
+TEXT_SEQ_LEN = 4096
+DOC_LEN = 4000
+VAL_FRACTION, VAL_SEED = 0.1, 1234
+IMDB_DIR = Path("imdb")
+AAN_DIR = Path("lra_release") / "tsv_data"
+AAN_FILES = {"train": "new_aan_pairs.train.tsv", "val": "new_aan_pairs.eval.tsv",
+             "test": "new_aan_pairs.test.tsv"}
+FORMAT_VERSION = 1
+
+
+def encode_bytes(text, max_len: int) -> np.ndarray:
+    """(min(n_bytes, max_len),) uint16 ids: byte b -> N_SPECIAL + b. text: str (UTF-8) or bytes."""
+    data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+    raw = np.frombuffer(data[:max_len], dtype=np.uint8)
+    return raw.astype(np.uint16) + N_SPECIAL
+
+
+def decode_bytes(ids) -> str:
+    """Inverse of :func:`encode_bytes` (special ids dropped; a cut multi-byte char is replaced)."""
+    ids = np.asarray(ids)
+    return bytes((ids[ids >= N_SPECIAL] - N_SPECIAL).astype(np.uint8)).decode("utf-8", "replace")
+
+
+def _parquet_files(folder: Path, split: str, root) -> list[Path]:
+    files = sorted(folder.glob(f"{split}-*.parquet"))
+    if not files:
+        raise DataMissingError(f"no {split}-*.parquet in {folder}. Run `spt data prepare text "
+                               f"--root {root}`.")
+    return files
+
+
+def load_text(root, seq_len: int = TEXT_SEQ_LEN, folder: Optional[Path] = None) -> Task:
+    """LRA Text: IMDb reviews as byte sequences (L <= seq_len), binary sentiment."""
+    data_dir = Path(folder) if folder is not None else Path(root) / IMDB_DIR
+    pq_dir = data_dir / "plain_text"
+    if not pq_dir.is_dir():
+        raise DataMissingError(f"IMDb folder {pq_dir} not found. Run `spt data prepare text "
+                               f"--root {root}`.")
+    files = {s: _parquet_files(pq_dir, s, root) for s in ("train", "test")}
+    hint = f"Delete it and run `spt data prepare text --root {root}`."
+
+    def build(w):
+        tokens, labels, counts = w.ragged("tokens", np.uint16), [], {}
+        for split, paths in files.items():
+            n0 = len(labels)
+            for path in paths:
+                for rec, row in iter_parquet(path, ("text", "label"), hint):
+                    if not isinstance(row["text"], str) or row["label"] not in (0, 1):
+                        raise DataFormatError(f"{path}: record {rec}: expected a text and a label"
+                                              f" in {{0, 1}}, got label {row['label']!r}")
+                    tokens.append(encode_bytes(row["text"], seq_len))
+                    labels.append(row["label"])
+            counts[split] = len(labels) - n0
+        w.put("labels", np.asarray(labels, np.int64))
+        return {"counts": counts}
+
+    arrays, extra = cached_arrays(data_dir, f"imdb-L{seq_len}", FORMAT_VERSION,
+                                  [p for ps in files.values() for p in ps], build)
+    n_train, n_test = extra["counts"]["train"], extra["counts"]["test"]
+    train_idx, val_idx = split_indices(n_train, (1 - VAL_FRACTION, VAL_FRACTION), VAL_SEED)
+    ds = lambda idx: RaggedTokenDataset(arrays["tokens"], arrays["tokens.offsets"],  # noqa: E731
+                                        arrays["labels"], idx)
+    spec = TaskSpec(name="text", seq_len=seq_len, num_classes=2, vocab_size=VOCAB_SIZE,
+                    mask_ratio=0.15, description="LRA Text: IMDb movie reviews as UTF-8 byte "
+                    f"sequences (<= {seq_len}), binary sentiment; val = fixed 10% of train")
+    return Task(spec, ds(train_idx), ds(val_idx), ds(np.arange(n_train, n_train + n_test)))
+
+
+def _read_aan(path: Path):
+    """Yield (label, text1, text2) per line of an AAN TSV (texts as raw bytes, as LRA reads them).
+
+    Raises DataFormatError naming path:line for a row without 5 fields or a label not 0/1.
+    """
+    with open(path, "rb") as f:
+        for lineno, line in enumerate(f, start=1):
+            line = line.rstrip(b"\r\n")
+            if not line:
+                continue
+            fields = line.split(b"\t")
+            if len(fields) != 5:
+                raise DataFormatError(f"{path}:{lineno}: expected 5 tab-separated fields "
+                                      f"(label, id1, id2, text1, text2), got {len(fields)}")
+            try:
+                value = float(fields[0])
+            except ValueError:
+                value = None
+            if value not in (0.0, 1.0):
+                raise DataFormatError(f"{path}:{lineno}: label {fields[0][:20]!r} is not 0 or 1")
+            yield int(value), fields[3], fields[4]
+
+
+def load_retrieval(root, doc_len: int = DOC_LEN, folder: Optional[Path] = None) -> Task:
+    """LRA Retrieval: AAN document pairs as one byte sequence doc1 + EOS + doc2, binary label."""
+    data_dir = Path(folder) if folder is not None else Path(root) / AAN_DIR
+    paths = {s: data_dir / f for s, f in AAN_FILES.items()}
+    for p in paths.values():
+        if not p.is_file():
+            raise DataMissingError(f"AAN file {p} not found. Run `spt data prepare retrieval "
+                                   f"--root {root}`.")
+
+    def build(w):
+        tokens, labels, counts = w.ragged("tokens", np.uint16), [], {}
+        sep = np.asarray([EOS_ID], np.uint16)
+        for split, p in paths.items():
+            n0 = len(labels)
+            for label, t1, t2 in _read_aan(p):
+                tokens.append(np.concatenate([encode_bytes(t1, doc_len), sep,
+                                              encode_bytes(t2, doc_len)]))
+                labels.append(label)
+            counts[split] = len(labels) - n0
+        w.put("labels", np.asarray(labels, np.int64))
+        return {"counts": counts}
+
+    arrays, extra = cached_arrays(data_dir, f"aan-D{doc_len}", FORMAT_VERSION, paths.values(),
+                                  build)
+    starts = np.cumsum([0] + [extra["counts"][s] for s in AAN_FILES])
+    splits = {s: RaggedTokenDataset(arrays["tokens"], arrays["tokens.offsets"], arrays["labels"],
+                                    np.arange(starts[i], starts[i + 1]))
+              for i, s in enumerate(AAN_FILES)}
+    spec = TaskSpec(name="retrieval", seq_len=2 * doc_len + 1, num_classes=2,
+                    vocab_size=VOCAB_SIZE, mask_ratio=0.15,
+                    description=f"LRA Retrieval: AAN paper pairs (does one cite the other?), "
+                    f"UTF-8 bytes, each document <= {doc_len}, one sequence doc1 <eos> doc2")
+    return Task(spec, splits["train"], splits["val"], splits["test"])
