@@ -30,6 +30,7 @@ from typing import Optional
 
 import torch
 import torch.nn as nn
+from torch.utils.checkpoint import checkpoint
 
 from ..config import SSMConfig
 from ..kernels import c_to_ctilde, ctilde_to_c, dplr_discrete, dplr_kernel, fft_conv, vandermonde
@@ -230,15 +231,25 @@ class SSMBlock(nn.Module):
     def _post(self, y: torch.Tensor) -> torch.Tensor:
         return self.drop(self.out(self.drop(self.act(y))))
 
-    def forward(self, x: torch.Tensor, valid: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, valid: Optional[torch.Tensor] = None,
+                recompute: bool = False) -> torch.Tensor:
+        """recompute: activation checkpointing of the convolution and output layers (the norm
+        stays outside, so BatchNorm's running statistics are updated once)."""
         z = self.norm(x, valid) if self.prenorm else x
+        if recompute:
+            x = checkpoint(self._mix, x, z, valid, use_reentrant=False)
+        else:
+            x = self._mix(x, z, valid)
+        return x if self.prenorm else self.norm(x, valid)
+
+    def _mix(self, x: torch.Tensor, z: torch.Tensor, valid: Optional[torch.Tensor]) -> torch.Tensor:
+        """x + Out(GELU(SSMConv(z) + D z)); z is the (normed) input, (B, L, H)."""
         if valid is not None:
             z = z * valid[..., None].to(z.dtype)       # padded inputs are zeros for both directions
         with torch.autocast(device_type=x.device.type, enabled=False):
             zf = z.float() if z.dtype != torch.float64 else z
             y = fft_conv(zf, self.kernel(x.shape[1])) + zf * self.D.to(zf.dtype)
-        x = x + self._post(y.to(x.dtype))
-        return x if self.prenorm else self.norm(x, valid)
+        return x + self._post(y.to(x.dtype))
 
     # ---- recurrent step mode (causal layers only)
     @torch.no_grad()
@@ -269,17 +280,23 @@ class SSMBlock(nn.Module):
 
 
 class SSMEncoder(nn.Module):
-    """A stack of :class:`SSMBlock` (+ a final norm when pre-norm). (B, L, H) -> (B, L, H)."""
+    """A stack of :class:`SSMBlock` (+ a final norm when pre-norm). (B, L, H) -> (B, L, H).
+
+    grad_checkpointing : when True (set by TrainConfig.grad_checkpointing), training recomputes
+    each block's convolution in the backward pass instead of storing its activations.
+    """
 
     def __init__(self, cfg: SSMConfig):
         super().__init__()
         self.cfg = cfg
         self.blocks = nn.ModuleList(SSMBlock(cfg) for _ in range(cfg.n_layers))
         self.norm = make_norm(cfg) if cfg.prenorm else None
+        self.grad_checkpointing = False
 
     def forward(self, x: torch.Tensor, valid: Optional[torch.Tensor] = None) -> torch.Tensor:
+        ckpt = self.grad_checkpointing and self.training and torch.is_grad_enabled()
         for block in self.blocks:
-            x = block(x, valid)
+            x = block(x, valid, recompute=ckpt)
         return self.norm(x, valid) if self.norm is not None else x
 
     def set_backend(self, backend: str) -> "SSMEncoder":

@@ -5,6 +5,7 @@ from typing import Optional
 
 import torch
 import torch.nn as nn
+from torch.utils.checkpoint import checkpoint
 
 from ..config import ModelConfig
 from .attention import Attention
@@ -30,14 +31,21 @@ class TransformerBlock(nn.Module):
 
 
 class TransformerEncoder(nn.Module):
-    """A stack of pre-LN blocks followed by a final LayerNorm. (B, L, d) -> (B, L, d)."""
+    """A stack of pre-LN blocks followed by a final LayerNorm. (B, L, d) -> (B, L, d).
+
+    grad_checkpointing : when True (set by TrainConfig.grad_checkpointing), training recomputes
+    each block's activations in the backward pass instead of storing them (same gradients; the
+    dropout masks are replayed from the saved RNG state).
+    """
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.blocks = nn.ModuleList(TransformerBlock(cfg) for _ in range(cfg.n_layers))
         self.norm = nn.LayerNorm(cfg.d_model)
+        self.grad_checkpointing = False
 
     def forward(self, x: torch.Tensor, valid: Optional[torch.Tensor] = None) -> torch.Tensor:
+        ckpt = self.grad_checkpointing and self.training and torch.is_grad_enabled()
         for block in self.blocks:
-            x = block(x, valid)
+            x = checkpoint(block, x, valid, use_reentrant=False) if ckpt else block(x, valid)
         return self.norm(x)

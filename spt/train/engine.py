@@ -5,11 +5,18 @@ evaluates on validation after every epoch, keeps the best-validation weights in 
 the full resumable state in ``last.pt`` (both written atomically). A killed run continues from
 ``last.pt`` with ``resume=True`` and ends with the same weights as an uninterrupted run: the data
 order depends only on (seed, epoch), and every random state is saved.
+
+Under ``torchrun`` the same ``fit`` trains on every rank (:mod:`spt.train.distributed`): each rank
+takes its shard of every global batch, losses are scaled so the averaged gradient is the global
+batch's, statistics are summed over ranks, and rank 0 writes the checkpoints. The training step
+has no host-device synchronisation on CUDA: statistics stay on the device and are read at the end
+of an epoch, at checkpoints, and every 10 steps for the progress bar when it is on.
 """
 from __future__ import annotations
 
 import math
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
@@ -22,8 +29,9 @@ from tqdm.auto import tqdm
 
 from ..config import TrainConfig, to_dict
 from ..data.collate import pad_collate
+from . import distributed as D
 from .checkpoint import FORMAT, atomic_save
-from .optim import build_optimizer, build_scheduler
+from .optim import build_optimizer, build_scheduler, param_groups
 
 
 class NonFiniteLossError(RuntimeError):
@@ -78,47 +86,69 @@ def _autocast(device: torch.device, cfg: TrainConfig):
                           enabled=cfg.amp and device.type == "cuda")
 
 
+def _loader(dataset, batches: list[list[int]], cfg: TrainConfig, device, seed: int) -> DataLoader:
+    """A DataLoader over fixed batches of indices; pinned memory and prefetching on CUDA."""
+    workers = cfg.num_workers
+    return DataLoader(dataset, batch_sampler=batches, collate_fn=pad_collate, num_workers=workers,
+                      pin_memory=cfg.pin_memory and device.type == "cuda",
+                      prefetch_factor=cfg.prefetch_factor if workers else None,
+                      generator=_loader_generator(seed))
+
+
 @torch.no_grad()
-def evaluate(model, objective, dataset, cfg: TrainConfig, device=None, seed: int = 12345) -> dict:
-    """Metrics of `model` on `dataset` (deterministic: fixed masking seed, no dropout)."""
+def evaluate(model, objective, dataset, cfg: TrainConfig, device=None, seed: int = 12345,
+             env: D.DistEnv = D.SINGLE) -> dict:
+    """Metrics of `model` on `dataset` (deterministic: fixed masking seed, no dropout).
+
+    Under torchrun each rank evaluates a contiguous part and the summed statistics are
+    all-reduced, so every rank returns the same metrics.
+    """
     device = device or next(model.parameters()).device
+    if len(dataset) == 0:
+        raise ValueError("evaluate() got an empty dataset")
     was_training = model.training
     model.eval()
     bs = cfg.eval_batch_size or 4 * cfg.batch_size  # no gradients: bigger batches fit
-    loader = DataLoader(dataset, batch_size=bs, shuffle=False, collate_fn=pad_collate,
-                        num_workers=cfg.num_workers, generator=_loader_generator(seed))
-    gen = torch.Generator(device=device).manual_seed(seed)
+    parts = D.eval_shards(len(dataset), bs, env)
+    loader = _loader(dataset, [ix for ix, _ in parts], cfg, device, seed)
+    gen = torch.Generator(device=device).manual_seed(seed + 7919 * env.rank)
     totals: dict = {}
-    for batch in loader:
+    for batch, (_, w) in zip(loader, parts):
         with _autocast(device, cfg):
             _, stats = objective.step(model, _to(batch, device), gen)
         for k, v in stats.items():
-            totals[k] = totals.get(k, 0) + v.detach().float()
+            totals[k] = totals.get(k, 0) + v.detach().float() * w
     model.train(was_training)
-    if not totals:
-        raise ValueError("evaluate() got an empty dataset")
-    return objective.metrics(totals)
+    return objective.metrics(D.all_reduce_sums(totals, env))
 
 
-def _rng_state(gen: torch.Generator) -> dict:
+def _rng_state(gen: torch.Generator, device: torch.device) -> dict:
     s = {"torch": torch.get_rng_state(), "gen": gen.get_state()}
-    if torch.cuda.is_available():
-        s["cuda"] = torch.cuda.get_rng_state_all()
+    if device.type == "cuda":
+        s["cuda"] = torch.cuda.get_rng_state(device)
     return s
 
 
-def _set_rng_state(s: dict, gen: torch.Generator) -> None:
+def _set_rng_state(s: dict, gen: torch.Generator, device: torch.device) -> None:
     torch.set_rng_state(s["torch"])
     gen.set_state(s["gen"])
-    if "cuda" in s and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(s["cuda"])
+    if "cuda" in s and device.type == "cuda":
+        cuda = s["cuda"]
+        if isinstance(cuda, (list, tuple)):  # older checkpoints: every device's state
+            cuda = cuda[device.index or 0]
+        torch.cuda.set_rng_state(cuda, device)
+
+
+# TrainConfig fields that change speed or memory, never the result: a run may resume with others.
+RESUMABLE_FIELDS = {"progress", "num_workers", "device", "eval_batch_size", "compile",
+                    "grad_checkpointing", "pin_memory", "prefetch_factor", "distributed"}
 
 
 def _check_same_run(ck: dict, meta: dict, cfg: TrainConfig, path: Path) -> None:
     """Resuming is only allowed into a run with the same configuration."""
     saved = {"train_config": ck.get("train_config"), **{k: ck.get(k) for k in meta}}
     now = {"train_config": to_dict(cfg), **meta}
-    ignore = {"progress", "num_workers", "device", "eval_batch_size"}
+    ignore = RESUMABLE_FIELDS
     diffs = []
     for key in now:
         a, b = saved.get(key), now[key]
@@ -144,6 +174,29 @@ def _history_dataset(rows: list[dict], stage: str) -> xr.Dataset:
     return xr.Dataset(data, coords={"epoch": [r["epoch"] for r in rows]}, attrs={"stage": stage})
 
 
+def set_grad_checkpointing(model: torch.nn.Module, on: bool) -> None:
+    """Switch activation checkpointing on every layer stack that supports it."""
+    stacks = [m for m in model.modules() if hasattr(m, "grad_checkpointing")]
+    if on and not stacks:
+        raise ValueError(f"TrainConfig.grad_checkpointing=True, but {type(model).__name__} has no "
+                         f"layer stack that supports it (Transformer and SSM encoders do)")
+    for m in stacks:
+        m.grad_checkpointing = on
+
+
+def _global_loss(loss, stats: dict, weight: float, env: D.DistEnv):
+    """The loss whose DDP-averaged gradient equals the single-process gradient of the global batch:
+    (summed loss of this rank) * world_size / (count summed over ranks). Stats are weighted."""
+    if not env.active:
+        return loss, stats
+    if "loss_sum" not in stats or "n" not in stats or not stats["loss_sum"].requires_grad:
+        raise ValueError("distributed training needs the objective's step() to return stats "
+                         "with a differentiable summed loss 'loss_sum' and a count 'n'")
+    n_global = D.all_reduce_(stats["n"].detach().float() * weight, env)
+    loss = stats["loss_sum"] * (weight * env.world_size) / n_global.clamp_min(1.0)
+    return loss, {k: v.detach() * weight for k, v in stats.items()}
+
+
 def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, stage: str,
         meta: dict, resume: bool = False, on_step: Optional[Callable[[int], None]] = None,
         evaluate_test: bool = True) -> RunResult:
@@ -152,16 +205,20 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
     out_dir : folder for best.pt / last.pt; must not hold a previous run unless resume=True.
     meta    : configs stored in every checkpoint (model_config, spec, objective, ...).
     on_step : called with the optimiser step count after each step (tests use it to interrupt).
+    Under torchrun (WORLD_SIZE > 1) every rank calls fit with the same arguments.
     """
+    env = D.dist_env(cfg.device)
     out = Path(out_dir)
     last_path, best_path = out / "last.pt", out / "best.pt"
     if not resume and (last_path.exists() or best_path.exists()):
         raise FileExistsError(f"{out} already holds a run ({last_path.name}); pass resume=True to "
                               f"continue it, or choose another out_dir (nothing was overwritten)")
+    D.barrier(env)  # every rank has looked before rank 0 writes anything
     out.mkdir(parents=True, exist_ok=True)
-    device = pick_device(cfg.device)
+    device = D.device_for(env, cfg.device)
     model.to(device)
-    opt = build_optimizer(model, cfg)
+    set_grad_checkpointing(model, cfg.grad_checkpointing)
+    names = [n for g in param_groups(model, cfg) for n in g["names"]]  # optimiser order
     n = len(task.train)
     if n == 0:
         raise ValueError(f"task {task.spec.name!r} has an empty training split")
@@ -170,36 +227,58 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
     total_steps = cfg.epochs * steps_per_epoch
     if cfg.max_steps is not None:
         total_steps = min(total_steps, cfg.max_steps)
-    sched = build_scheduler(opt, cfg, total_steps)
     gen = torch.Generator(device=device).manual_seed(cfg.seed)
+    D.reseed(cfg.seed, env, gen)
     sign = 1.0 if objective.higher_is_better else -1.0
 
     state = {"epoch": 0, "batch": 0, "step": 0, "best": -math.inf, "best_epoch": -1,
              "bad_evals": 0, "history": [], "done": False, "time": 0.0}
+    ck = None
     if resume and last_path.exists():
         ck = torch.load(last_path, map_location="cpu", weights_only=False)
         _check_same_run(ck, meta, cfg, last_path)
-        model.load_state_dict(ck["model"])
-        opt.load_state_dict(ck["optimizer"])
+        model.load_state_dict(ck["model"])  # before wrapping: every rank starts from the file
+    fwd = D.wrap(model, env, cfg.distributed, device)
+    opt = build_optimizer(model, cfg)
+    sched = build_scheduler(opt, cfg, total_steps)
+    if ck is not None:
+        D.load_optimizer_state(model, opt, ck["optimizer"], names)
         sched.load_state_dict(ck["scheduler"])
-        _set_rng_state(ck["rng"], gen)
         state = ck["state"]
-        print(f"[spt] resuming {stage} from {last_path} at epoch {state['epoch']}, "
-              f"batch {state['batch']}, step {state['step']}")
+        saved_world = ck.get("world_size", 1)
+        if saved_world == env.world_size:
+            _set_rng_state(ck.get("rng_ranks", [ck["rng"]])[env.rank], gen, device)
+        else:  # data order is exact; dropout / masking continue on fresh deterministic streams
+            D.reseed(cfg.seed, env, gen, salt=state["step"] + 1)
+        if env.is_main:
+            print(f"[spt] resuming {stage} from {last_path} at epoch {state['epoch']}, "
+                  f"batch {state['batch']}, step {state['step']}"
+                  + (f" on {env.world_size} ranks (saved on {saved_world})"
+                     if saved_world != env.world_size else ""))
+        del ck
+    if cfg.compile:
+        fwd = torch.compile(fwd)
 
-    def snapshot() -> dict:
+    def snapshot() -> dict:  # full weights; under FSDP a collective, so every rank calls it
+        full = D.full_model_state(model) if (env.is_main or D.is_fsdp(model)) else {}
         return {"format": FORMAT, "stage": stage, **meta, "train_config": to_dict(cfg),
-                "model": {k: v.detach().cpu() for k, v in model.state_dict().items()}}
+                "model": full}
 
     def save_last(totals=None) -> None:
-        state["totals"] = {k: float(v) for k, v in (totals or {}).items()}
-        atomic_save({**snapshot(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
-                     "rng": _rng_state(gen), "state": state}, last_path)
+        totals = D.all_reduce_sums(dict(totals or {}), env)
+        rngs = D.gather_objects(_rng_state(gen, device), env)
+        snap, optim = snapshot(), D.optimizer_state(model, opt, names)
+        if env.is_main:
+            state["totals"] = {k: float(v) for k, v in totals.items()}
+            atomic_save({**snap, "optimizer": optim, "scheduler": sched.state_dict(),
+                         "rng": rngs[0], "rng_ranks": rngs, "world_size": env.world_size,
+                         "state": state}, last_path)
+        state.pop("totals", None)
 
     bad = torch.zeros((), dtype=torch.bool, device=device)
 
-    def check_finite(loss_value=None) -> None:
-        if bool(bad):
+    def check_finite() -> None:
+        if D.any_rank(bad, env):
             raise NonFiniteLossError(
                 f"{stage}: the training loss became non-finite (NaN/inf) in epoch {state['epoch']} "
                 f"near optimiser step {state['step']} (lr {sched.get_last_lr()[0]:.3g}). The run "
@@ -209,23 +288,27 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
     model.train()
     t0 = time.time() - state["time"]
     bar = tqdm(total=total_steps, initial=state["step"], desc=stage, unit="step",
-               disable=not cfg.progress, mininterval=2.0)
+               disable=not (cfg.progress and env.is_main), mininterval=2.0)
     while not state["done"] and state["epoch"] < cfg.epochs:
         epoch = state["epoch"]
-        batches = epoch_batches(n, cfg.batch_size, cfg.seed, epoch)[state["batch"]:]
-        loader = DataLoader(task.train, batch_sampler=batches, collate_fn=pad_collate,
-                            num_workers=cfg.num_workers, pin_memory=device.type == "cuda",
-                            generator=_loader_generator(cfg.seed * 100_003 + epoch))
-        totals: dict = dict(state.pop("totals", {}))  # partial sums of an interrupted epoch
-        for batch in loader:
-            with _autocast(device, cfg):
-                loss, stats = objective.step(model, _to(batch, device), gen)
-            bad |= ~torch.isfinite(loss.detach())
-            (loss / cfg.accum_steps).backward()
+        parts = [D.shard(b, env) for b in
+                 epoch_batches(n, cfg.batch_size, cfg.seed, epoch)[state["batch"]:]]
+        loader = _loader(task.train, [ix for ix, _ in parts], cfg, device,
+                         cfg.seed * 100_003 + epoch)
+        totals: dict = dict(state.pop("totals", {}) if env.is_main else {})  # interrupted epoch
+        for batch, (_, w) in zip(loader, parts):
+            micro = (state["batch"] + 1) % cfg.accum_steps and state["batch"] + 1 < batches_per_epoch
+            no_sync = fwd.no_sync if micro and hasattr(fwd, "no_sync") else nullcontext
+            with no_sync():
+                with _autocast(device, cfg):
+                    loss, stats = objective.step(fwd, _to(batch, device), gen)
+                loss, stats = _global_loss(loss, stats, w, env)
+                bad |= ~torch.isfinite(loss.detach())
+                (loss / cfg.accum_steps).backward()
             for k, v in stats.items():
                 totals[k] = totals.get(k, 0) + v.detach().float()
             state["batch"] += 1
-            if state["batch"] % cfg.accum_steps and state["batch"] < batches_per_epoch:
+            if micro:
                 continue
             if device.type == "cpu":
                 check_finite()
@@ -238,7 +321,7 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
             if on_step is not None:
                 on_step(state["step"])
             bar.update(1)
-            if cfg.progress and state["step"] % 10 == 0:
+            if cfg.progress and env.is_main and state["step"] % 10 == 0:
                 bar.set_postfix(epoch=epoch + 1, loss=f"{float(loss):.4f}", refresh=False)
             if cfg.ckpt_every and state["step"] % cfg.ckpt_every == 0:
                 check_finite()
@@ -248,8 +331,9 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
                 state["done"] = True
                 break
         check_finite()
+        totals = D.all_reduce_sums(totals, env)
         train_m = objective.metrics(totals) if totals else {}
-        val_m = evaluate(model, objective, task.val, cfg, device)
+        val_m = evaluate(model, objective, task.val, cfg, device, env=env)
         bar.set_postfix({"epoch": epoch + 1, f"val_{objective.score}": f"{val_m[objective.score]:.4f}"})
         score = sign * val_m[objective.score]
         row = {"epoch": epoch + 1, "step": state["step"], "lr": sched.get_last_lr()[0],
@@ -259,7 +343,9 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
         state["history"].append(row)
         if score > state["best"]:
             state.update(best=score, best_epoch=epoch + 1, bad_evals=0)
-            atomic_save({**snapshot(), "epoch": epoch + 1, "val_metrics": val_m}, best_path)
+            snap = snapshot()
+            if env.is_main:
+                atomic_save({**snap, "epoch": epoch + 1, "val_metrics": val_m}, best_path)
         else:
             state["bad_evals"] += 1
         if cfg.patience is not None and state["bad_evals"] >= cfg.patience:
@@ -270,10 +356,11 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
         save_last()
 
     bar.close()
+    D.barrier(env)  # rank 0 has written best.pt
     best = torch.load(best_path, map_location="cpu", weights_only=False)
-    model.load_state_dict(best["model"])
+    D.load_full_model_state(model, best["model"])
     model.to(device)
-    test_m = evaluate(model, objective, task.test, cfg, device) if evaluate_test else {}
+    test_m = evaluate(model, objective, task.test, cfg, device, env=env) if evaluate_test else {}
     return RunResult(model=model, history=_history_dataset(state["history"], stage),
                      best_checkpoint=best_path, best_epoch=best["epoch"],
                      val_metrics=best["val_metrics"], test_metrics=test_m, steps=state["step"])
