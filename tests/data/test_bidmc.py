@@ -60,3 +60,19 @@ def test_read_ts_and_errors(tmp_path):
         load_bidmc(tmp_path)
     with pytest.raises(ValueError, match="target"):
         load_bidmc(tmp_path, target="BP")
+
+
+def test_lowercase_tags_and_comment_block_as_in_archive_files(tmp_path):
+    """Real Monash TSER files written by others spell tags in lower case (``@timestamps``,
+    ``@targetlabel``, ``@problemname``) after a ``#`` comment block
+    (docs/data_real_format_check.md)."""
+    rng = np.random.default_rng(1)
+    x, y = rng.normal(size=(3, 6, 1)).round(3), np.array([0.25, 0.5, 0.125])
+    path = ts_file(tmp_path / "X_TRAIN.ts", x, y)
+    lines = path.read_text().splitlines()
+    head = ["# Dataset Information", "# a comment, with: colons and commas", "#"]
+    head += [l.lower() for l in lines if l.startswith("@")]
+    path.write_text("\n".join(head + [l for l in lines if l[:1] not in "#@"]) + "\n")
+    got_x, got_y = read_ts(path)
+    np.testing.assert_allclose(got_x, x, atol=1e-6)
+    np.testing.assert_allclose(got_y, y)

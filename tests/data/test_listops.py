@@ -118,3 +118,20 @@ def test_bad_header_and_overlong_row(tmp_path):
     listops_tsv(d / "basic_test.tsv", LISTOPS_ROWS)
     with pytest.raises(DataFormatError, match="exceed seq_len=6"):
         load_listops(tmp_path, seq_len=6)
+
+
+def test_third_party_variants_headerless_and_sum(tmp_path):
+    """Quirks of a ListOps file written by others (docs/data_real_format_check.md): no header
+    line and SUM_MOD spelled [SUM. Read exactly as the release's spelling; other targets fail."""
+    d = listops_release(tmp_path)
+    variant = [(s.replace("[SM", "[SUM"), t) for s, t in LISTOPS_ROWS]
+    (d / "basic_val.tsv").write_text("".join(f"{s}\t{t}\n" for s, t in variant))
+    task = load_listops(tmp_path)
+    assert len(task.val) == len(LISTOPS_ROWS)  # the first line is an example, not a header
+    for i in range(len(task.val)):
+        assert torch.equal(task.val[i]["inputs"], task.train[i]["inputs"])
+        assert int(task.val[i]["label"]) == int(task.train[i]["label"]) == LISTOPS_ROWS[i][1]
+    # a headerless file whose target is an explanation, not a value: named, not misread
+    (d / "basic_val.tsv").write_text('( ( [MAX 2 ) 9 ] )\t"MAX, largest of [2, 9] is 9\n')
+    with pytest.raises(DataFormatError, match=r"basic_val.tsv:1: Target .* not an integer"):
+        load_listops(tmp_path)
