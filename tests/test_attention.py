@@ -122,3 +122,59 @@ def test_cuda_fast_paths_match_reference_in_bf16(causal):
     out = local_attention(*lo, 64, causal=causal).float()
     dense = attention_ref(q, k, v, allowed=block_mask(256, 64, causal).cuda())
     assert (out - dense).abs().max() <= 2 * torch_err + 1e-3
+
+
+# ------------------------------------------- the backend is chosen without reading the mask
+@pytest.mark.parametrize("backend", ["sdpa", "manual", "auto"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_padded_outputs_and_gradients_match_the_reference(backend, causal):
+    """Through the no-sync backend choice: outputs and q/k/v gradients on real positions equal
+    attention_ref's on random padded inputs."""
+    q, k, v = rand_qkv(L=29, seed=5)
+    valid = lengths_to_valid([29, 11], 29)
+    keep = valid[:, None, :, None].float()
+    grads = []
+    for fn in (lambda *t: full_attention(*t, valid, causal, backend=backend),
+               lambda *t: attention_ref(*t, valid, causal)):
+        ts = [t.clone().requires_grad_() for t in (q, k, v)]
+        out = fn(*ts)
+        (out * keep * torch.linspace(-1, 1, out.shape[-1])).sum().backward()
+        grads.append([out * keep] + [t.grad for t in ts])
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", ["sdpa", "manual", "auto"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_no_mask_is_the_same_as_an_all_true_mask(backend, causal):
+    """valid=None (the engine's choice for unpadded batches) gives what an all-True mask gives."""
+    q, k, v = rand_qkv(L=21, seed=6)
+    ones = torch.ones(2, 21, dtype=torch.bool)
+    torch.testing.assert_close(full_attention(q, k, v, None, causal, backend=backend),
+                               full_attention(q, k, v, ones, causal, backend=backend),
+                               rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(local_attention(q, k, v, 8, None, causal, backend=backend),
+                               local_attention(q, k, v, 8, ones, causal, backend=backend),
+                               rtol=1e-6, atol=1e-6)
+
+
+def test_auto_backend_never_reads_the_mask(monkeypatch):
+    """'auto' decides flash vs SDPA from Python facts only: the mask is handed to SDPA as it is,
+    and no method that reads its values (all / any / item / bool) is called on it."""
+    from spt.models import attention as A
+    monkeypatch.setattr(A, "FLASH_AVAILABLE", True)  # as on a machine with flash-attn ...
+
+    def no_flash(*a, **kw):  # ... but a masked batch must never get here
+        raise AssertionError("flash-attn was called with a padding mask")
+    monkeypatch.setattr(A, "_flash_attn_func", no_flash)
+    q, k, v = rand_qkv()
+    valid = lengths_to_valid([37, 20], 37)
+
+    class Untouchable(torch.Tensor):
+        def __bool__(self):
+            raise AssertionError("the mask's values were read on the host")
+
+        def all(self, *a, **kw):
+            raise AssertionError("key_valid.all() was called")
+
+    full_attention(q, k, v, valid.as_subclass(Untouchable), backend="auto")

@@ -124,7 +124,7 @@ def test_shards_are_disjoint_and_cover_the_global_batch():
 
 
 def test_pretrain_and_finetune_on_two_ranks(tmp_path):
-    """The masked-denoising path (its own random masks per rank) and finetuning run under torchrun."""
+    """The masked-denoising path (masks depend only on seed, epoch and dataset index) and finetuning run under torchrun."""
     _launch(tmp_path, "pretrain")
     ft = torch.load(tmp_path / "ft" / "best.pt", weights_only=False)
     assert ft["stage"] == "finetune" and 0.0 <= ft["val_metrics"]["accuracy"] <= 1.0

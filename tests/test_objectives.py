@@ -131,3 +131,149 @@ def test_pretraining_selects_on_validation_loss_not_accuracy():
     obj = Denoising(ObjectiveConfig("masked", 0.5, "ce"), TOK)
     assert obj.score == "loss" and obj.higher_is_better is False
     assert Supervised(TOK).score == "accuracy" and Supervised(TOK).higher_is_better
+
+
+# ---------------------------------------------------------------- no boolean indexing, same numbers
+def old_step_reference(obj, out, targets, at):
+    """The step before issue 7's follow-up: boolean indexing of the scored positions (a host sync
+    on CUDA and a data-dependent shape). Kept here as the reference the new step must equal."""
+    pred, tgt = out[at], targets[at]
+    n = at.sum().clamp_min(1)
+    if obj.cfg.loss == "ce":
+        losses = torch.nn.functional.cross_entropy(pred.float(), tgt, reduction="none")
+        return losses.sum() / n, {"loss_sum": losses.sum(), "n": n.float(),
+                                  "correct": (pred.argmax(-1) == tgt).sum().float()}
+    err = (pred.float() - tgt.float()).abs().mean(-1)
+    p, t = pred.float(), tgt.float()
+    return err.sum() / n, {"loss_sum": err.sum(), "n": n.float(), "sse": ((p - t) ** 2).sum(),
+                           "sum_y": t.sum(), "sum_y2": (t ** 2).sum(),
+                           "n_values": torch.tensor(float(t.numel()))}
+
+
+def _padded_batch(spec, lengths, L, seed):
+    g = torch.Generator().manual_seed(seed)
+    valid = torch.arange(L)[None] < torch.tensor(lengths)[:, None]
+    if spec.is_tokens:
+        x = torch.randint(4, spec.vocab_size, (len(lengths), L), generator=g)
+        x = x.masked_fill(~valid, PAD_ID)
+    else:
+        x = torch.randn(len(lengths), L, spec.d_input, generator=g) * valid[..., None]
+    return {"inputs": x, "valid": valid, "label": torch.zeros(len(lengths), dtype=torch.long)}
+
+
+@pytest.mark.parametrize("kind,loss", [("masked", "ce"), ("masked", "l1"), ("causal", "ce"),
+                                       ("causal", "l1")])
+def test_step_equals_the_boolean_indexing_reference(kind, loss):
+    """Loss, every statistic and the gradient w.r.t. the model output equal the old step's, on
+    random padded batches (non-finite outputs on padding must not leak into the gradient)."""
+    spec = TOK if loss == "ce" else CONT
+    obj = Denoising(ObjectiveConfig(kind, 0.3, loss), spec)
+    for seed in range(3):
+        batch = _padded_batch(spec, [23, 9, 17, 1], 23, seed)
+        V = spec.vocab_size if loss == "ce" else spec.d_input
+        out = torch.randn(4, 23, V, generator=torch.Generator().manual_seed(seed + 10))
+        out[1, 12:] = float("nan")  # garbage at padding: must not reach loss or gradient
+        out_new, out_old = out.clone().requires_grad_(), out.clone().requires_grad_()
+        gen = lambda: torch.Generator().manual_seed(seed)  # noqa: E731
+        loss_new, st_new = obj.step(Recorder(out_new), batch, gen())
+        _, _, targets, at = obj.corrupt(batch, gen())
+        loss_old, st_old = old_step_reference(obj, out_old, targets, at)
+        torch.testing.assert_close(loss_new, loss_old)
+        assert st_new.keys() == st_old.keys()
+        for k in st_old:
+            torch.testing.assert_close(st_new[k], st_old[k], msg=k)
+        detached = lambda st: {k: v.detach() for k, v in st.items()}  # noqa: E731
+        assert obj.metrics(detached(st_new)) == pytest.approx(obj.metrics(detached(st_old)),
+                                                             nan_ok=True)
+        loss_new.backward()
+        loss_old.backward()
+        torch.testing.assert_close(out_new.grad, out_old.grad)
+
+
+def test_supervised_step_stats_are_device_tensors():
+    obj = Supervised(TOK)
+    batch = padded_tokens([50, 30, 20])
+    batch["label"] = torch.tensor([0, 2, 1])
+    out = torch.randn(3, 3)
+    loss, st = obj.step(Recorder(out), batch)
+    assert st["n"].item() == 3.0 and st["n"].dtype == torch.float32
+    torch.testing.assert_close(loss, torch.nn.functional.cross_entropy(out, batch["label"]))
+
+
+@pytest.mark.parametrize("kind,loss", [("masked", "ce"), ("causal", "ce"), ("masked", "l1")])
+def test_a_batch_without_valid_is_a_batch_without_padding(kind, loss):
+    """The engine passes valid=None for unpadded batches (the attention fast path)."""
+    spec = TOK if loss == "ce" else CONT
+    obj = Denoising(ObjectiveConfig(kind, 0.3, loss), spec)
+    batch = _padded_batch(spec, [20, 20], 20, 0)
+    V = spec.vocab_size if loss == "ce" else spec.d_input
+    out = torch.randn(2, 20, V)
+    rec = Recorder(out)
+    l1, s1 = obj.step(rec, batch, torch.Generator().manual_seed(1))
+    l2, s2 = obj.step(rec, {**batch, "valid": None}, torch.Generator().manual_seed(1))
+    assert rec.seen[1] is None  # the model is told: no padding
+    torch.testing.assert_close(l1, l2)
+    for k in s1:
+        torch.testing.assert_close(s1[k], s2[k])
+
+
+# ------------------------------------------------------------- masks from (seed, epoch, index)
+from spt.train.objectives import example_keys  # noqa: E402
+
+
+def _keyed_mask(valid, index, seed=0, epoch=0, ratio=0.3):
+    k = example_keys(index, seed, epoch)
+    return sample_mask(valid, ratio, None, k["index"], k["draw"])
+
+
+def test_keyed_masks_of_a_split_batch_equal_the_whole_batch():
+    """Rank r of a 2-rank run holds half the global batch, padded to its own longest row; it draws
+    the masks one process draws for those rows."""
+    lengths = [40, 13, 27, 8, 40, 31, 5]
+    index = [17, 3, 250, 9, 0, 88, 41]
+    L = max(lengths)
+    valid = torch.arange(L)[None] < torch.tensor(lengths)[:, None]
+    whole = _keyed_mask(valid, index)
+    for cut in (1, 3, 4):
+        parts = [(slice(0, cut)), slice(cut, len(index))]
+        for sl in parts:
+            Lp = max(lengths[sl])  # each part pads to its own longest sequence
+            part = _keyed_mask(valid[sl, :Lp], index[sl])
+            assert torch.equal(part, whole[sl, :Lp])
+            assert not whole[sl, Lp:].any()
+    # the generator does not matter, the keys do
+    k = example_keys(index, 0, 0)
+    a = sample_mask(valid, 0.3, torch.Generator().manual_seed(1), k["index"], k["draw"])
+    assert torch.equal(a, whole)
+
+
+def test_keyed_masks_depend_on_seed_epoch_and_index_and_keep_exact_counts():
+    lengths = [50, 33, 7, 1, 0]
+    valid = torch.arange(50)[None] < torch.tensor(lengths)[:, None]
+    m = _keyed_mask(valid, [0, 1, 2, 3, 4], ratio=0.15)
+    assert not (m & ~valid).any()
+    assert m.sum(1).tolist() == [max(1, round(0.15 * n)) if n else 0 for n in lengths]
+    full = torch.ones(2, 50, dtype=torch.bool)
+    base = _keyed_mask(full, [5, 6])
+    assert not torch.equal(base[0], base[1])                        # index
+    assert not torch.equal(base, _keyed_mask(full, [5, 6], epoch=1))  # epoch
+    assert not torch.equal(base, _keyed_mask(full, [5, 6], seed=1))   # seed
+    assert torch.equal(base, _keyed_mask(full, [5, 6]))               # and nothing else
+
+
+def test_keyed_mask_positions_are_uniform_and_rows_independent():
+    valid = torch.ones(4000, 20, dtype=torch.bool)
+    m = _keyed_mask(valid, list(range(4000)), seed=3, epoch=2, ratio=0.25).float()
+    assert (m.mean(0) - 0.25).abs().max() < 0.03
+    # neighbouring indices are not correlated: P(both masked) ~ 0.25 * 0.25 at each position
+    both = (m[0::2] * m[1::2]).mean()
+    assert abs(both.item() - 0.0625) < 0.01
+
+
+def test_mismatched_keys_are_a_clear_error():
+    valid = torch.ones(3, 10, dtype=torch.bool)
+    k = example_keys([1, 2], 0, 0)
+    with pytest.raises(ValueError, match="one dataset index per row"):
+        sample_mask(valid, 0.5, None, k["index"], k["draw"])
+    with pytest.raises(ValueError, match="both `index` and `draw`"):
+        sample_mask(valid, 0.5, None, k["index"], None)

@@ -5,10 +5,12 @@ Backends (``ModelConfig.attention``):
 * ``"flash"``  - flash-attn's ``flash_attn_func`` (CUDA, fp16/bf16, batches without padding);
 * ``"sdpa"``   - ``torch.nn.functional.scaled_dot_product_attention`` (any device);
 * ``"manual"`` - plain softmax(QKᵀ/√d)V, the reference the others are tested against;
-* ``"auto"``   - flash when installed, on CUDA, in half precision and the batch has no padding;
-                 SDPA otherwise.
+* ``"auto"``   - flash when installed, on CUDA, in half precision and the batch has no padding
+                 (``valid is None``); SDPA otherwise.
 
 Padding is given as ``valid`` (B, L) bool, True on real positions; padded keys are never attended.
+``valid=None`` means "no padding": the choice of backend never reads the mask's values (that would
+be a host-device sync in every layer and a graph break under ``torch.compile``).
 Masks are passed as *broadcast* key masks of shape (B, 1, 1, L), never as a dense (L, L) matrix.
 
 Neighbour-block local attention (``local_block=W``, the paper's choice for inputs of 16K+ tokens):
@@ -72,18 +74,25 @@ def _sdpa(q, k, v, key_valid, causal, dropout_p):
 
 
 def full_attention(q, k, v, key_valid=None, causal=False, dropout_p=0.0, backend="auto"):
-    """Full attention through the chosen backend. q, k, v: (B, H, L, D) -> (B, H, L, D)."""
-    no_padding = key_valid is None or bool(key_valid.all())
-    use_flash = backend == "flash" or (
-        backend == "auto" and FLASH_AVAILABLE and q.is_cuda
-        and q.dtype in (torch.float16, torch.bfloat16) and no_padding)
+    """Full attention through the chosen backend. q, k, v: (B, H, L, D) -> (B, H, L, D).
+
+    key_valid : (B, L) bool, or None for a batch without padding. The backend is chosen from
+                Python facts only (backend, device, dtype, ``key_valid is None``), never from the
+                mask's values: no host-device sync, one graph under ``torch.compile``. Callers
+                pass None for unpadded batches to get flash-attn / SDPA without a mask (the
+                engine does, deciding once per batch on the CPU copy of ``valid``).
+    """
     if backend == "flash":
         if not FLASH_AVAILABLE:
             raise RuntimeError("attention='flash' but flash-attn is not installed; "
                                "use attention='auto' or 'sdpa', or `pip install flash-attn`")
-        if not no_padding:
+        if key_valid is not None and not _all_true(key_valid):
             raise NotImplementedError("attention='flash' does not take padded batches; "
                                       "use attention='auto' (falls back to SDPA for them)")
+        key_valid = None
+    use_flash = key_valid is None and (backend == "flash" or (
+        backend == "auto" and FLASH_AVAILABLE and q.is_cuda
+        and q.dtype in (torch.float16, torch.bfloat16)))
     if use_flash:
         out = _flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                                dropout_p=dropout_p, causal=causal)  # flash layout: B, L, H, D
@@ -91,6 +100,12 @@ def full_attention(q, k, v, key_valid=None, causal=False, dropout_p=0.0, backend
     if backend == "manual":
         return attention_ref(q, k, v, key_valid, causal, dropout_p)
     return _sdpa(q, k, v, key_valid, causal, dropout_p)
+
+
+def _all_true(key_valid: torch.Tensor) -> bool:
+    """Only for an explicit attention='flash' given a mask: reading it is a host sync (pass
+    valid=None for unpadded batches to avoid it)."""
+    return bool(key_valid.all())
 
 
 def _blocks_with_neighbours(x: torch.Tensor, W: int, causal: bool) -> torch.Tensor:

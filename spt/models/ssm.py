@@ -192,16 +192,46 @@ def make_kernel(cfg: SSMConfig, n_dir: int) -> _Kernel:
 
 
 class MaskedBatchNorm(nn.BatchNorm1d):
-    """BatchNorm over channels whose batch statistics use real positions only. x (..., H)."""
+    """BatchNorm over channels whose batch statistics use real positions only. x (..., H).
+
+    With `valid` (...) bool, the batch mean and variance are weighted sums over the real positions
+    (no boolean indexing: no host sync, no data-dependent shapes), the running statistics are
+    updated as ``nn.BatchNorm1d`` updates them from those positions, and padded outputs are 0.
+    """
 
     def forward(self, x: torch.Tensor, valid: Optional[torch.Tensor] = None) -> torch.Tensor:
         flat = x.reshape(-1, x.shape[-1])
         if valid is None or x.dim() == 2:
             return super().forward(flat).reshape(x.shape)
-        keep = valid.reshape(-1)
-        out = torch.zeros_like(flat)
-        out[keep] = super().forward(flat[keep]).to(out.dtype)
-        return out.reshape(x.shape)
+        dt = torch.promote_types(x.dtype, torch.float32)            # statistics in >= float32
+        w = valid.reshape(-1, 1).to(dt)                             # (N, 1): 1 on real positions
+        xf = flat.to(dt)
+        use_batch = self.training or self.running_mean is None
+        if use_batch:
+            n = w.sum()
+            mean = (xf * w).sum(0) / n.clamp_min(1.0)               # (H,)
+            var = (((xf - mean) ** 2) * w).sum(0) / n.clamp_min(1.0)  # biased, as BatchNorm uses
+            if self.training and self.track_running_stats:
+                self._update_running(mean, var, n)
+        else:
+            mean, var = self.running_mean.to(dt), self.running_var.to(dt)
+        y = (xf - mean) * torch.rsqrt(var + self.eps)
+        if self.affine:
+            y = y * self.weight.to(dt) + self.bias.to(dt)
+        return y.masked_fill(w == 0, 0.0).to(x.dtype).reshape(x.shape)
+
+    @torch.no_grad()
+    def _update_running(self, mean: torch.Tensor, var: torch.Tensor, n: torch.Tensor) -> None:
+        """nn.BatchNorm1d's update (unbiased variance, momentum or cumulative average), on the
+        device: the counts stay tensors."""
+        self.num_batches_tracked.add_(1)
+        if self.momentum is None:  # cumulative moving average
+            f = 1.0 / self.num_batches_tracked.to(mean.dtype)
+        else:
+            f = self.momentum
+        unbiased = var * (n / (n - 1).clamp_min(1.0))
+        self.running_mean.mul_(1 - f).add_(f * mean.to(self.running_mean.dtype))
+        self.running_var.mul_(1 - f).add_(f * unbiased.to(self.running_var.dtype))
 
 
 class _LayerNorm(nn.LayerNorm):

@@ -260,7 +260,7 @@ def load_optimizer_state(model: nn.Module, opt: torch.optim.Optimizer, state: di
 
 
 def reseed(seed: int, env: DistEnv, gen: torch.Generator, salt: int = 0) -> None:
-    """Give rank r > 0 its own random streams (dropout, masking); rank 0 keeps the seed a single
+    """Give rank r > 0 its own random streams (dropout; masks depend only on seed, epoch and index); rank 0 keeps the seed a single
     process uses. `salt` (e.g. the optimiser step of a resumed run) makes fresh streams."""
     if not env.active or (env.rank == 0 and salt == 0):
         return

@@ -31,6 +31,7 @@ from ..config import TrainConfig, to_dict
 from ..data.collate import pad_collate
 from . import distributed as D
 from .checkpoint import FORMAT, atomic_save
+from .objectives import example_keys
 from .optim import build_optimizer, build_scheduler, param_groups
 
 
@@ -78,7 +79,14 @@ def _loader_generator(seed: int) -> torch.Generator:
 
 
 def _to(batch: dict, device) -> dict:
-    return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+    """Move a collated batch to `device`. A batch without padding gets ``valid=None``, decided here
+    once per batch on the CPU copy (no device sync): attention then takes its no-mask fast path
+    (flash-attn, or SDPA without a mask) without ever reading the mask on the device."""
+    out = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+    valid = batch.get("valid")
+    if valid is not None and valid.device.type == "cpu" and bool(valid.all()):
+        out["valid"] = None
+    return out
 
 
 def _autocast(device: torch.device, cfg: TrainConfig):
@@ -113,7 +121,8 @@ def evaluate(model, objective, dataset, cfg: TrainConfig, device=None, seed: int
     loader = _loader(dataset, [ix for ix, _ in parts], cfg, device, seed)
     gen = torch.Generator(device=device).manual_seed(seed + 7919 * env.rank)
     totals: dict = {}
-    for batch, (_, w) in zip(loader, parts):
+    for batch, (ix, w) in zip(loader, parts):
+        batch.update(example_keys(ix, seed, -1))  # masks: a function of (seed, index), any rank
         with _autocast(device, cfg):
             _, stats = objective.step(model, _to(batch, device), gen)
         for k, v in stats.items():
@@ -296,7 +305,8 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
         loader = _loader(task.train, [ix for ix, _ in parts], cfg, device,
                          cfg.seed * 100_003 + epoch)
         totals: dict = dict(state.pop("totals", {}) if env.is_main else {})  # interrupted epoch
-        for batch, (_, w) in zip(loader, parts):
+        for batch, (ix, w) in zip(loader, parts):
+            batch.update(example_keys(ix, cfg.seed, epoch))  # masks: (seed, epoch, index) only
             micro = (state["batch"] + 1) % cfg.accum_steps and state["batch"] + 1 < batches_per_epoch
             no_sync = fwd.no_sync if micro and hasattr(fwd, "no_sync") else nullcontext
             with no_sync():

@@ -95,14 +95,15 @@ def synthetic_spec(name: str, seq_len: int, objective: ObjectiveConfig, d_input:
 
 
 def synthetic_batch(spec: TaskSpec, batch: int, device: torch.device, seed: int = 0) -> dict:
-    """Random full-length inputs (no padding): {"inputs", "valid", "label"} on `device`."""
+    """Random full-length inputs (no padding): {"inputs", "valid": None, "label"} on `device`;
+    valid=None is what the engine passes for a batch without padding (attention's fast path)."""
     g = torch.Generator().manual_seed(seed)
     L = spec.seq_len
     if spec.is_tokens:
         x = torch.randint(N_SPECIAL, spec.vocab_size, (batch, L), generator=g)
     else:
         x = torch.randn(batch, L, spec.d_input, generator=g)
-    return {"inputs": x.to(device), "valid": torch.ones(batch, L, dtype=torch.bool, device=device),
+    return {"inputs": x.to(device), "valid": None,
             "label": torch.zeros(batch, dtype=torch.long, device=device)}
 
 
