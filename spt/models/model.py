@@ -6,11 +6,15 @@ replaces. All parameters of the backbone live under ``backbone.`` and all of the
 """
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Optional
 
 import torch
 import torch.nn as nn
+from huggingface_hub import ModelCard, PyTorchModelHubMixin
 
+from .. import hub as _hub
 from ..config import ModelConfig, ObjectiveConfig, SSMConfig
 from ..data.task import TaskSpec
 from .heads import ClassifierHead, ContinuousEncoder, TokenEncoder, TokenHead
@@ -52,11 +56,19 @@ class Backbone(nn.Module):
         return self.layers(self.drop(x), valid)
 
 
-class SequenceModel(nn.Module):
+class SequenceModel(nn.Module, PyTorchModelHubMixin, library_name="spt", tags=list(_hub.TAGS),
+                    paper_url=_hub.PAPER_URL):
     """backbone + head. forward(inputs, valid=None, masked=None) -> head output.
 
     head output: (B, n_out) for a ClassifierHead, (B, L, n_out) for a TokenHead.
+
+    Hub checkpoints (huggingface_hub's PyTorchModelHubMixin, see :mod:`spt.hub`):
+    ``save_pretrained(folder)``, ``push_to_hub(repo_id)``, ``SequenceModel.from_pretrained(folder or
+    repo_id)``. They need ``hub_config`` (set by classifier_model / pretraining_model): config.json
+    is that JSON, so the configs round-trip; weights go to model.safetensors.
     """
+
+    hub_config: Optional[dict] = None  # how to rebuild this model (spt.hub.hub_config)
 
     def __init__(self, backbone: nn.Module, head: nn.Module):
         super().__init__()
@@ -65,12 +77,42 @@ class SequenceModel(nn.Module):
     def forward(self, inputs, valid=None, masked=None):
         return self.head(self.backbone(inputs, valid, masked), valid)
 
+    # ------------------------------------------------------------------ hub (PyTorchModelHubMixin)
+    def _save_pretrained(self, save_directory) -> None:
+        if self.hub_config is None:
+            raise ValueError("this SequenceModel has no hub_config, so it could not be rebuilt from "
+                             "a saved folder: build it with classifier_model() / pretraining_model()"
+                             " or load it with SequenceModel.from_pretrained()")
+        (Path(save_directory) / _hub.CONFIG_NAME).write_text(
+            json.dumps(self.hub_config, sort_keys=True, indent=2))
+        super()._save_pretrained(Path(save_directory))
+
+    @classmethod
+    def _from_pretrained(cls, *, model_id: str, revision, cache_dir, force_download,
+                         local_files_only, token, config: Optional[dict] = None,
+                         map_location: str = "cpu", strict: bool = True, **model_kwargs):
+        if model_kwargs:
+            raise TypeError(f"SequenceModel.from_pretrained got unexpected arguments "
+                            f"{sorted(model_kwargs)}; the architecture comes from config.json")
+        config = _hub.check_config(config, model_id)
+        model = _hub.build_from_config(config)
+        _hub.load_weights(model, model_id, map_location=map_location, strict=strict,
+                          revision=revision, cache_dir=cache_dir, force_download=force_download,
+                          local_files_only=local_files_only, token=token)
+        model.hub_config = config
+        return model.eval()
+
+    def generate_model_card(self, *args, **kwargs) -> ModelCard:
+        return ModelCard(_hub.model_card_text(self.hub_config))
+
 
 def classifier_model(cfg: ModelConfig, spec: TaskSpec) -> SequenceModel:
     """A model for finetuning / training from scratch: pooled head with num_classes outputs
     (1 output for regression tasks)."""
     n_out = 1 if spec.is_regression else spec.num_classes
-    return SequenceModel(Backbone(cfg, spec), ClassifierHead(cfg.d_model, n_out, cfg.pooling))
+    model = SequenceModel(Backbone(cfg, spec), ClassifierHead(cfg.d_model, n_out, cfg.pooling))
+    model.hub_config = _hub.hub_config("classifier", cfg, spec)
+    return model
 
 
 def pretraining_model(cfg: ModelConfig, spec: TaskSpec, objective: ObjectiveConfig) -> SequenceModel:
@@ -86,7 +128,9 @@ def pretraining_model(cfg: ModelConfig, spec: TaskSpec, objective: ObjectiveConf
     if objective.loss == "l1" and spec.is_tokens:
         raise ValueError(f"task {spec.name!r} has token inputs: use ObjectiveConfig(loss='ce')")
     n_out = spec.vocab_size if spec.is_tokens else spec.d_input
-    return SequenceModel(Backbone(cfg, spec), TokenHead(cfg.d_model, n_out))
+    model = SequenceModel(Backbone(cfg, spec), TokenHead(cfg.d_model, n_out))
+    model.hub_config = _hub.hub_config("pretraining", cfg, spec, objective)
+    return model
 
 
 def count_parameters(model: nn.Module) -> int:

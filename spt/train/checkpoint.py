@@ -8,6 +8,7 @@ RNG states, position in the run and the history so far.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -33,7 +34,19 @@ def atomic_save(obj, path: Path) -> None:
         raise
 
 
+_REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
 def load_checkpoint(path) -> dict:
+    """A training checkpoint: best.pt (or its run folder), an spt hub folder or repo id
+    (spt.hub.export_checkpoint), or a dict already loaded by spt.hub.load_checkpoint."""
+    if isinstance(path, dict):
+        return path
+    p = Path(path)
+    if (p.is_dir() and not (p / "best.pt").exists() and (p / "config.json").exists()) or \
+            (not p.exists() and _REPO_ID.match(str(path))):
+        from ..hub import load_checkpoint as load_hub_checkpoint
+        return load_hub_checkpoint(str(path))
     path = Path(path)
     if path.is_dir():
         path = path / "best.pt"

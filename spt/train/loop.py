@@ -57,7 +57,9 @@ def finetune(task: Task, checkpoint, train_cfg: TrainConfig, out_dir, *,
              pooling: Optional[str] = None, resume: bool = False, **fit_kw) -> RunResult:
     """Finetune a pretrained backbone on task labels.
 
-    checkpoint : a pretraining ``best.pt`` (or its folder). The model is rebuilt from the
+    checkpoint : a pretraining ``best.pt`` (or its folder), an spt hub folder / repo id
+                 (:func:`spt.hub.export_checkpoint`), or a dict from :func:`spt.hub.load_checkpoint`.
+                 The model is rebuilt from the
                  checkpoint's own ModelConfig, its backbone loaded strictly by parameter name, and
                  the per-position head replaced by a fresh pooled classifier (or regressor).
     pooling    : override the pooling of the saved config ("mean" | "max" | "last").
