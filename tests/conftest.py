@@ -15,6 +15,11 @@ import torch  # noqa: E402
 torch.set_num_threads(min(2, torch.get_num_threads()))
 
 
+def pytest_addoption(parser):
+    parser.addoption("--browser", action="store_true",
+                     help="run the real-browser tests (needs /usr/bin/chromium + playwright)")
+
+
 def pytest_collection_modifyitems(config, items):
     if torch.cuda.is_available():
         return

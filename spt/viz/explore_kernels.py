@@ -1,0 +1,133 @@
+"""Interactive kernel-decay explorer (Fig. 4): pick task / model / layer, pretrained vs. HiPPO
+baseline, K_max or quantiles over channels, lin / log axes, image-row period lines.
+
+    ex = explore_kernels()                       # the shipped sample (S4 and DLR on 16x16 digits)
+    ex = explore_kernels(model, L=1024)          # a live model with SSM layers
+    ex = explore_kernels("results/kernels.nc")   # a file;  or a kernel_decay DataArray / Dataset
+    ex.widgets["layer"].value = 2                # what a slider move does (tests do this)
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import ipywidgets as W
+import numpy as np
+
+from ._data import values
+from ._explorer import Explorer
+from .kernel_plots import kernel_curve, kernel_dataset, row_period
+
+PT_COLOR, BASE_COLOR = "#1f77b4", "#d62728"
+
+
+class KernelExplorer(Explorer):
+    """Widgets: task, model, layer, pretrained, baseline, stat, yscale, xscale, rows, period.
+
+    lines: "pretrained", "pretrained_lo", "pretrained_hi", "baseline", "baseline_lo",
+    "baseline_hi" (the _lo / _hi lines are visible in quantile mode only); ``self.rows`` is the
+    LineCollection of image-row markers. data: the :func:`kernel_dataset` being shown.
+    """
+
+    def __init__(self, kernels=None, *, L: Optional[int] = None, period: Optional[int] = None,
+                 quantiles: Sequence[float] = (0.1, 0.5, 0.9), interactive: Optional[bool] = None):
+        super().__init__(figsize=(8, 3.8), interactive=interactive)
+        self.data = ds = kernel_dataset(kernels, L=L, period=period)
+        self.quantiles = tuple(float(q) for q in quantiles)
+        if len(self.quantiles) != 3 or not 0 <= self.quantiles[0] < self.quantiles[1] < self.quantiles[2] <= 1:
+            raise ValueError(f"explore_kernels: quantiles must be 3 increasing values in [0, 1] "
+                             f"(low, middle, high), got {quantiles}")
+        tasks = values(ds, "task")
+        models = values(ds, "model")
+        layers = [int(v) for v in ds.layer.values]
+        has_base = "baseline" in ds.data_vars
+        stats = ["max", "quantiles"] if ds.attrs.get("has_channels") else ["max"]
+        w = self.widgets
+        w["task"] = W.Dropdown(options=tasks, value=tasks[0], description="task")
+        w["model"] = W.Dropdown(options=models, value=models[0], description="model")
+        w["layer"] = W.IntSlider(min=min(layers), max=max(layers), value=min(layers),
+                                 description="layer", continuous_update=False)
+        w["pretrained"] = W.Checkbox(value=True, description="self-pretrained (PT)", indent=False)
+        w["baseline"] = W.Checkbox(value=has_base, disabled=not has_base,
+                                   description="HiPPO baseline", indent=False)
+        w["stat"] = W.ToggleButtons(options=stats, value="max", description="over channels",
+                                    tooltips=["K_max: max over channels of |K|",
+                                              f"median with the q{self.quantiles[0]:g}-"
+                                              f"q{self.quantiles[2]:g} range"][:len(stats)])
+        w["yscale"] = W.ToggleButtons(options=["log", "linear"], value="log", description="y axis")
+        w["xscale"] = W.ToggleButtons(options=["linear", "log"], value="linear", description="x axis")
+        p0 = row_period(ds, tasks[0])
+        w["rows"] = W.Checkbox(value=p0 > 0, description="image rows every", indent=False)
+        w["period"] = W.BoundedIntText(value=p0 or 32, min=1, max=int(ds.sizes["lag"]),
+                                       description="lags", layout=W.Layout(width="150px"))
+        self.ax = self.fig.subplots()
+        lags = ds.lag.values
+        for name, color in (("pretrained", PT_COLOR), ("baseline", BASE_COLOR)):
+            ls = "-" if name == "pretrained" else "--"
+            label = "PT (self-pretrained)" if name == "pretrained" else "Baseline (HiPPO init)"
+            self.lines[name], = self.ax.plot(lags, np.ones_like(lags, float), ls, color=color,
+                                             lw=1.4, label=label)
+            for side in ("lo", "hi"):
+                self.lines[f"{name}_{side}"], = self.ax.plot(lags, np.ones_like(lags, float), ls,
+                                                             color=color, lw=0.6, alpha=0.6)
+        self.rows = self.ax.vlines([], 0, 1, transform=self.ax.get_xaxis_transform(),
+                                   color="0.6", lw=0.5, zorder=0)
+        self.ax.set_xlabel("lag (positions apart)")
+        self.ax.legend(fontsize=8, loc="upper right")
+        self._task = tasks[0]
+        self._finish([[w["task"], w["model"], w["layer"]],
+                      [w["pretrained"], w["baseline"], w["stat"]],
+                      [w["yscale"], w["xscale"], w["rows"], w["period"]]])
+
+    def update(self) -> None:
+        w, ds = self.widgets, self.data
+        task, model, layer = w["task"].value, w["model"].value, w["layer"].value
+        if task != self._task:  # a new task: its own row period
+            self._task = task
+            p = row_period(ds, task)
+            w["rows"].value = p > 0
+            if p:
+                w["period"].value = p
+        quant = w["stat"].value == "quantiles"
+        lo, mid, hi = self.quantiles
+        for name in ("pretrained", "baseline"):
+            show = w[name].value and name in ds.data_vars
+            main = self.lines[name]
+            main.set_visible(show)
+            self.lines[f"{name}_lo"].set_visible(show and quant)
+            self.lines[f"{name}_hi"].set_visible(show and quant)
+            if not show:
+                continue
+            main.set_ydata(kernel_curve(ds, name, task, model, layer, mid if quant else "max"))
+            if quant:
+                self.lines[f"{name}_lo"].set_ydata(kernel_curve(ds, name, task, model, layer, lo))
+                self.lines[f"{name}_hi"].set_ydata(kernel_curve(ds, name, task, model, layer, hi))
+        lag_max = float(ds.lag.values[-1])
+        p = w["period"].value
+        xs = np.arange(p, lag_max + 1, p) if w["rows"].value else []
+        self.rows.set_segments([[(x, 0), (x, 1)] for x in xs])
+        self.ax.set_yscale(w["yscale"].value)
+        self.ax.set_xscale(w["xscale"].value)
+        self.ax.relim(visible_only=True)
+        self.ax.autoscale_view()
+        what = "K_max = max over channels of |K|" if not quant else \
+            f"median of |K| over channels (thin: q{lo:g}, q{hi:g})"
+        self.ax.set_ylabel("|K|")
+        self.ax.set_title(f"{task} / {model}: layer {layer} - {what}", fontsize=10)
+        self.status.value = ""
+        self.host.redraw()
+
+
+def explore_kernels(kernels=None, *, L: Optional[int] = None, period: Optional[int] = None,
+                    quantiles: Sequence[float] = (0.1, 0.5, 0.9),
+                    interactive: Optional[bool] = None) -> KernelExplorer:
+    """Open the kernel-decay explorer.
+
+    kernels   : None (shipped sample), a .nc path, a model with SSM layers, a ``kernel_decay``
+                DataArray (layer, lag), a ``kernel_decay_comparison`` or ``kernel_abs_comparison``
+                Dataset (see :func:`spt.viz.kernel_plots.kernel_dataset`).
+    L         : kernel length for a live model (default its max_len).
+    period    : image-row period in lags (e.g. 32 for 32x32 images); default from the data.
+    quantiles : (low, middle, high) quantiles over channels for the "quantiles" mode.
+    interactive : force (True) or refuse (False) the ipympl canvas; default: in a kernel.
+    """
+    return KernelExplorer(kernels, L=L, period=period, quantiles=quantiles, interactive=interactive)
