@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml tools/install_torch.sh |
 export HF_HUB_OFFLINE ?= 1
 export TQDM_MININTERVAL ?= 5
 
-.PHONY: install demo test clean
+.PHONY: install demo test test-browser bench-gpu clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,16 @@ demo: install
 
 test: install
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# real JupyterLab + headless Chromium (Debian's /usr/bin/chromium); screenshots in results/browser
+test-browser: install
+	$(PY) -m pip install --quiet -e ".[browser]"
+	SPT_BROWSER_TESTS=1 SPT_BROWSER_ARTIFACTS=$(RESULTS)/browser $(PY) -m pytest -m browser tests/browser -s
+
+bench-gpu: install
+	$(PY) bench/train_throughput.py --show-syncs
+	$(PY) bench/attention_long.py
+	$(PY) bench/pathx256_step.py
 
 clean:
 	rm -rf $(VENV) $(RESULTS) .pytest_cache

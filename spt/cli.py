@@ -59,6 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .data.cli import add_data_commands
 
     add_data_commands(sub)
+    from .studies.cli import add_study_commands
+
+    add_study_commands(sub)
     return parser
 
 

@@ -56,10 +56,32 @@ def run_config(ds: xr.Dataset) -> dict:
     return json.loads(ds.attrs.get("config", "{}"))
 
 
+def combine_results(parts, dims=None) -> xr.Dataset:
+    """Combine result Datasets along their grid dims (outer join).
+
+    dims : the dims that tell runs apart (e.g. task, init, seed). Default: the "coords" each study
+           file stores in its config, if any. Every other dim (epoch, lag ...) is first aligned to
+           the union of its values, NaN-padded, so runs of different lengths combine cleanly.
+    """
+    parts = list(parts)
+    if dims is None:
+        dims = set()
+        for p in parts:
+            dims |= set(run_config(p).get("coords", {}))
+    if dims:
+        parts = list(xr.align(*parts, join="outer", exclude=set(dims)))
+    ds = xr.combine_by_coords(parts, join="outer", compat="no_conflicts",
+                              combine_attrs="drop_conflicts")
+    ds.attrs.pop("config", None)
+    return ds
+
+
 def load_results(folder, pattern: str = "*.nc") -> xr.Dataset:
-    """Combine every result file under `folder` along their shared dims (outer join)."""
+    """Combine every result file under `folder` (recursively) along their grid dims."""
     files = sorted(Path(folder).rglob(pattern))
     if not files:
         raise FileNotFoundError(f"no result files matching {pattern!r} under {folder}")
-    parts = [read_result(f) for f in files]
-    return xr.combine_by_coords(parts, join="outer", combine_attrs="drop_conflicts")
+    return combine_results(read_result(f) for f in files)
+
+
+load = load_results

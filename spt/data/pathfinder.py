@@ -38,6 +38,7 @@ import numpy as np
 from .cache import (GENERATED_MARK, ArrayDataset, DataFormatError, DataMissingError,
                     cached_arrays)
 from .fractions import split_indices
+from .pixel_tokens import PIXEL_VOCAB, PixelTokenDataset
 from .task import Task, TaskSpec
 
 RESOLUTIONS = {"pathfinder": 32, "pathx": 128, "pathx256": 256}
@@ -94,8 +95,12 @@ def _decode(path: Path, where: str, side: int) -> np.ndarray:
 
 
 def load_pathfinder(root, resolution: int = 32, difficulty: str = DIFFICULTY,
-                    folder: Optional[Path] = None) -> Task:
-    """Pathfinder-style task at `resolution` (32, 64, 128, 256); 80/10/10 fixed-seed splits."""
+                    folder: Optional[Path] = None, tokens: bool = False) -> Task:
+    """Pathfinder-style task at `resolution` (32, 64, 128, 256); 80/10/10 fixed-seed splits.
+
+    tokens : pixels as tokens (ids 4 + intensity, vocabulary 260; for CE pretraining over the 256
+             intensities, as the paper's Table 4) instead of values normalised to [-1, 1].
+    """
     data_dir = Path(folder) if folder is not None else pathfinder_dir(root, resolution, difficulty)
     name = {v: k for k, v in RESOLUTIONS.items()}.get(resolution, f"pathfinder{resolution}")
     if not (data_dir / "metadata").is_dir():
@@ -133,8 +138,13 @@ def load_pathfinder(root, resolution: int = 32, difficulty: str = DIFFICULTY,
     if extra.get("skipped"):
         warnings.warn(f"pathfinder: skipped the known-empty release image(s) {extra['skipped']}")
     parts = split_indices(len(arrays["labels"]), (0.8, 0.1, 0.1), SPLIT_SEED)
-    ds = [ArrayDataset(arrays["pixels"], arrays["labels"], 127.5, 127.5, idx) for idx in parts]
-    spec = TaskSpec(name=name, seq_len=resolution * resolution, num_classes=2, d_input=1,
+    if tokens:
+        ds = [PixelTokenDataset(arrays["pixels"], arrays["labels"], idx) for idx in parts]
+        kind = dict(vocab_size=PIXEL_VOCAB)
+    else:
+        ds = [ArrayDataset(arrays["pixels"], arrays["labels"], 127.5, 127.5, idx) for idx in parts]
+        kind = dict(d_input=1)
+    spec = TaskSpec(name=name, seq_len=resolution * resolution, num_classes=2, **kind,
                     mask_ratio=0.5, description=f"LRA Pathfinder {resolution}x{resolution} "
                     f"({data_dir.name}): are the two markers on one dashed contour? "
                     "80/10/10 fixed-seed split")

@@ -1,0 +1,166 @@
+"""Study cells: the unit of work of a study, one result file each, skipped when already done.
+
+A study (one notebook of the paper) is a list of :class:`Cell` s. A cell is one training run (or a
+short chain: pretrain -> finetune) at one point of the study's grid, e.g. ``task="listops",
+model="transformer", init="spt", seed=0``. :func:`run_cells` runs the cells that have no result yet,
+writes each result to ``<out_dir>/<study>/<key>.nc`` (atomically, via :mod:`spt.results`) and
+returns all of them combined into one Dataset over the grid's dims.
+
+Rerunning is safe and cheap: a cell whose file exists *with the same configuration* is read, not
+rerun; a file written with a different configuration is an error naming the file and the fields
+that differ (results are never overwritten or silently mixed). Unfinished training runs resume from
+their last checkpoint under ``<out_dir>/<study>/runs/<key>/``.
+"""
+from __future__ import annotations
+
+import json
+import multiprocessing
+import re
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+import torch
+import xarray as xr
+
+from ..results import combine_results, read_result, run_config, write_result
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One point of a study grid.
+
+    coords : {dim: value} of this cell, e.g. {"task": "listops", "init": "spt", "seed": 0}; every
+             cell of a study has the same dims. Values are str, int or float.
+    run    : run(run_dir: Path) -> xr.Dataset of this cell's metrics *without* the coords dims
+             (they are added here). Must be picklable (a module-level function or a
+             functools.partial of one) so cells can run in worker processes.
+    config : JSON-able description of everything that determines the result; stored in the file
+             and compared on rerun.
+    """
+
+    coords: dict
+    run: Callable
+    config: dict
+
+    @property
+    def key(self) -> str:
+        """File-name-safe name of the cell: ``task=listops__init=spt__seed=0``."""
+        parts = [f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in self.coords.items()]
+        return re.sub(r"[^A-Za-z0-9=._+-]", "-", "__".join(parts))
+
+
+def _canonical(config: dict) -> dict:
+    return json.loads(json.dumps(config, sort_keys=True, default=str))
+
+
+def _diff(a, b, prefix="") -> list[str]:
+    """Paths of the fields where two JSON-like dicts differ."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = []
+        for k in sorted(set(a) | set(b)):
+            out += _diff(a.get(k), b.get(k), f"{prefix}{k}.")
+        return out
+    return [] if a == b else [prefix.rstrip(".")]
+
+
+def cell_file(out_dir, study: str, cell: Cell) -> Path:
+    return Path(out_dir) / study / f"{cell.key}.nc"
+
+
+def existing_result(path: Path, cell: Cell):
+    """The stored Dataset if `path` holds this cell's result; None if there is no file; an error if
+    the file was written with another configuration."""
+    if not path.exists():
+        return None
+    ds = read_result(path)
+    saved, want = _canonical(run_config(ds).get("cell", {})), _canonical(cell.config)
+    if saved != want:
+        fields = ", ".join(_diff(saved, want)[:8])
+        raise FileExistsError(
+            f"{path} holds a result made with a different configuration (differs in: {fields}). "
+            f"Results are never overwritten: choose another output folder, or delete that file "
+            f"to recompute it.")
+    return ds
+
+
+def _with_coords(ds: xr.Dataset, coords: dict) -> xr.Dataset:
+    return ds.expand_dims({k: [v] for k, v in coords.items()})
+
+
+def _run_one(cell: Cell, path: Path, run_dir: Path, threads: int | None) -> Path:
+    if threads is not None:
+        torch.set_num_threads(threads)
+    ds = cell.run(run_dir)
+    ds = _with_coords(ds, cell.coords)
+    config = {"cell": cell.config, "coords": cell.coords}
+    write_result(ds, path, config=config)
+    return path
+
+
+def run_cells(study: str, cells: Sequence[Cell], out_dir, *, workers: int = 1,
+              log: Callable[[str], None] = print) -> xr.Dataset:
+    """Run the cells without a result file and combine all results into one Dataset.
+
+    Returns a Dataset over the cells' dims (outer join: a dim value missing for some cells gives
+    NaN there). ``workers`` > 1 runs cells in that many spawned processes, each with an equal
+    share of the torch threads; results do not depend on it.
+    """
+    if not cells:
+        raise ValueError(f"study {study}: no cells to run (check the preset's tasks / seeds)")
+    dims = list(cells[0].coords)
+    keys = [c.key for c in cells]
+    for c in cells:
+        if list(c.coords) != dims:
+            raise ValueError(f"study {study}: cell {c.key} has dims {list(c.coords)}, others {dims}")
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"study {study}: two cells have the same coordinates")
+    out_dir = Path(out_dir)
+    todo, done = [], 0
+    for c in cells:
+        if existing_result(cell_file(out_dir, study, c), c) is None:
+            todo.append(c)
+        else:
+            done += 1
+    log(f"{study}: {len(cells)} cells, {done} already done, {len(todo)} to run "
+        f"(results in {out_dir / study})")
+    run_root = out_dir / study / "runs"
+    if workers > 1 and len(todo) > 1:
+        threads = max(1, torch.get_num_threads() // workers)
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=ctx) as pool:
+            futures = {pool.submit(_run_one, c, cell_file(out_dir, study, c), run_root / c.key,
+                                   threads): c for c in todo}
+            for f in as_completed(futures):
+                f.result()
+                log(f"  done: {futures[f].key}")
+    else:
+        for c in todo:
+            _run_one(c, cell_file(out_dir, study, c), run_root / c.key, None)
+            log(f"  done: {c.key}")
+    parts = [read_result(cell_file(out_dir, study, c)) for c in cells]
+    return combine(parts, dims)
+
+
+def combine(parts: Sequence[xr.Dataset], dims: Optional[Sequence[str]] = None) -> xr.Dataset:
+    """Combine per-cell Datasets along the grid dims (see :func:`spt.results.combine_results`)."""
+    return combine_results(parts, dims)
+
+
+def load_study(out_dir, study: str) -> xr.Dataset:
+    """Every result file of `study` under `out_dir`, combined (what a finished notebook wrote)."""
+    files = sorted((Path(out_dir) / study).glob("*.nc"))
+    if not files:
+        raise FileNotFoundError(f"no results of study {study} under {Path(out_dir) / study}; run "
+                                f"`spt study run {study} --out {out_dir}` first")
+    return combine([read_result(f) for f in files])
+
+
+def scalar_dataset(values: dict, **arrays) -> xr.Dataset:
+    """A Dataset of float scalars (plus extra DataArrays, e.g. curves over 'epoch')."""
+    ds = xr.Dataset({k: ((), np.float64(np.nan if v is None else v)) for k, v in values.items()})
+    for k, v in arrays.items():
+        ds[k] = v
+    return ds

@@ -1,0 +1,89 @@
+"""`spt study list | run | batch`: the study notebooks from the command line (papermill)."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _value(text: str):
+    """A -p value typed as YAML would: 3 -> int, 0.5 -> float, true -> bool, [0, 1] -> list."""
+    import yaml
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def cmd_list(args) -> int:
+    from .runner import list_studies
+    for name, title in list_studies(args.notebooks).items():
+        print(f"{name:<30} {title}")
+    return 0
+
+
+def cmd_run(args) -> int:
+    from .runner import run_study
+    params = {k: _value(v) for k, v in args.param}
+    out = run_study(args.name, args.out, preset=args.preset, parameters=params,
+                    nb_dir=args.notebooks, log_output=args.log_output, progress=False)
+    print(f"executed notebook: {out}\nresults: {out.parent / out.stem}/")
+    return 0
+
+
+def cmd_batch(args) -> int:
+    from .runner import parse_shard, read_grid, run_batch
+    status = run_batch(args.name, read_grid(args.grid), args.out, shard=parse_shard(args.shard),
+                       nb_dir=args.notebooks)
+    failed = [c for c, s in status.items() if s.startswith("failed")]
+    print(f"{len(status)} cells: {len(status) - len(failed)} ok, {len(failed)} failed")
+    return 1 if failed else 0
+
+
+def _guard(fn):
+    def run(args) -> int:
+        try:
+            return fn(args)
+        except (FileNotFoundError, ValueError) as e:
+            print(f"spt study: error: {e}", file=sys.stderr)
+            return 2
+        except Exception as e:  # papermill's execution error: the notebook says what failed
+            if type(e).__name__ == "PapermillExecutionError":
+                print(f"spt study: the notebook failed: {e.ename}: {e.evalue}\n(see the executed "
+                      f"notebook under --out for the traceback)", file=sys.stderr)
+                return 1
+            raise
+    return run
+
+
+def add_study_commands(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("study", help="run the paper's studies (notebooks) with papermill")
+    sub = p.add_subparsers(title="study commands", metavar="STUDY_COMMAND")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--notebooks", help="folder of the study notebooks (default: ./notebooks "
+                        "or the checkout's)")
+
+    q = sub.add_parser("list", parents=[common], help="the studies, one line each")
+    q.set_defaults(func=_guard(cmd_list))
+
+    q = sub.add_parser("run", parents=[common], help="run one study notebook",
+                       description="Execute a study notebook with papermill (kernel python3). The "
+                       "executed notebook is saved as OUT/NAME.ipynb, the results under OUT/NAME/. "
+                       "Rerunning reuses finished results.")
+    q.add_argument("name", help="study name (see `spt study list`)")
+    q.add_argument("--preset", default=None, help="smoke (CPU, a minute) or paper")
+    q.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
+                   help="a notebook parameter (VALUE read as YAML: 3, 0.5, true, [0, 1])")
+    q.add_argument("--out", required=True, help="output folder")
+    q.add_argument("--log-output", action="store_true", help="stream the notebook's output")
+    q.set_defaults(func=_guard(cmd_run))
+
+    q = sub.add_parser("batch", parents=[common], help="run a grid of parameter settings",
+                       description="Expand a grid file into one papermill run per cell under "
+                       "OUT/<cell>/; skip cells already DONE; record failures and go on. Split the "
+                       "cells over GPUs / nodes with --shard i/n.")
+    q.add_argument("name", help="study name")
+    q.add_argument("--grid", required=True, help="YAML file: {fixed: {...}, grid: {param: [..]}}")
+    q.add_argument("--out", required=True, help="output folder")
+    q.add_argument("--shard", default="0/1", help="run cells i, i+n, i+2n, ... (default 0/1)")
+    q.set_defaults(func=_guard(cmd_batch))
+    return p

@@ -1,0 +1,95 @@
+"""Study 08 — Table 8 and Fig. 5: SPT under a fixed compute budget. The total number of epochs
+(pretraining + finetuning) is fixed — 150 for Image, 30 for Text — and a share of 0, 20, 40 or 60%
+of it goes to SPT (0% = training from scratch for the whole budget). Appendix D.
+
+Grid: task x model x spt_share x seed; model in {"transformer", "s4"}. No early stopping: each
+run uses its whole budget, and the best-validation epoch is reported. The curves (curve_train_*,
+pretrain_curve_*) are Fig. 5's training curves.
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import xarray as xr
+
+from ..config import replace, ssm_preset, transformer_preset
+from ..paper import TABLE8, TABLE8_BUDGET_EPOCHS
+from .arms import Arm, TaskRef
+from .grid import Entry, GridPreset, need_root, run_grid, scratch_arm, shrink, smoke_train, spt_arm
+from .lra_transformers import task_ref
+
+STUDY = "08_compute_tied"
+SHARES = (0.0, 0.2, 0.4, 0.6)
+
+
+def split_budget(arms: dict, budget: int, share: float) -> Arm:
+    """The arm that spends round(share * budget) epochs on SPT and the rest on finetuning (share 0:
+    the scratch arm for the whole budget). No patience: the budget is the budget."""
+    pt_epochs = round(share * budget)
+    if pt_epochs == 0:
+        a = arms["scratch"]
+        return replace(a, train=replace(a.train, epochs=budget, patience=None))
+    if pt_epochs >= budget:
+        raise ValueError(f"spt_share={share} leaves no finetuning epochs of the {budget}-epoch budget")
+    a = arms["spt"]
+    return replace(a, pretrain=replace(a.pretrain, epochs=pt_epochs, max_steps=None),
+                   train=replace(a.train, epochs=budget - pt_epochs, patience=None))
+
+
+def paper_arms(task: str) -> dict:
+    """{model: {"spt": Arm, "scratch": Arm}} (Table 4 rotary rows, Table 5 S4 rows)."""
+    t, s = transformer_preset(task, "rotary_masked"), ssm_preset(task, "s4")
+    return {"transformer": {"spt": spt_arm(t), "scratch": scratch_arm(t)},
+            "s4": {"spt": spt_arm(s), "scratch": scratch_arm(s)}}
+
+
+def _entries(tasks, shares) -> tuple:
+    return tuple(Entry((("task", name), ("model", m), ("spt_share", float(sh))), ref,
+                       split_budget(arms, budget, sh))
+                 for name, ref, budget, by_model in tasks for m, arms in by_model.items()
+                 for sh in shares)
+
+
+def paper(data_root=None) -> GridPreset:
+    root = need_root(data_root, STUDY)
+    tasks = [(t, task_ref(t, root), TABLE8_BUDGET_EPOCHS[t], paper_arms(t)) for t in ("image", "text")]
+    return GridPreset("paper", _entries(tasks, SHARES),
+                      note="Table 8: budgets of 150 (Image) and 30 (Text) epochs")
+
+
+SMOKE_BUDGET = 5
+
+
+def smoke(data_root=None) -> GridPreset:
+    by_model = {}
+    for m, arms in paper_arms("image").items():
+        by_model[m] = {k: replace(a, model=replace(shrink(a.model), max_len=64),
+                                  train=smoke_train(a.train),
+                                  pretrain=smoke_train(a.pretrain) if a.pretrain else None)
+                       for k, a in arms.items()}
+    ref = TaskRef("digits", options=(("size", 8), ("n_train", 200)))
+    return GridPreset("smoke", _entries([("digits", ref, SMOKE_BUDGET, by_model)], SHARES),
+                      note=f"CPU smoke run: digits 8x8, a {SMOKE_BUDGET}-epoch budget, 2-layer "
+                           f"models; checks the pipeline, not the paper's numbers")
+
+
+PRESETS = {"smoke": smoke, "paper": paper}
+
+
+def run(preset: str = "smoke", out_dir="results", *, data_root=None,
+        seeds: Optional[Sequence[int]] = None, workers: int = 1, device: str = "auto") -> xr.Dataset:
+    """Run (or reuse) every cell; returns Dataset (task, model, spt_share, seed)."""
+    return run_grid(STUDY, PRESETS, preset, out_dir, data_root=data_root, seeds=seeds,
+                    workers=workers, device=device)
+
+
+def table(ds: xr.Dataset):
+    """Mean test accuracy (%) per SPT share (rows) and task_model (columns), beside Table 8."""
+    import pandas as pd
+
+    acc = ds["test_accuracy"].mean("seed") * 100
+    ours = {f"{float(s):.0%} SPT (ours)": {f"{t}_{m}": float(acc.sel(task=t, model=m, spt_share=s))
+                                           for t in acc.task.values for m in acc.model.values}
+            for s in acc.spt_share.values}
+    paper = {f"{s:.0%} SPT (paper)": v for s, v in TABLE8.items()}
+    return pd.DataFrame.from_dict({**ours, **paper}, orient="index").round(2)

@@ -1,0 +1,140 @@
+"""Study presets as grids of entries, and the helpers the study modules share.
+
+A study preset lists :class:`Entry` s (coords + task + arm); :func:`grid_cells` crosses them with
+seeds. `smoke` presets shrink the paper's models (:func:`shrink`) and budgets (:func:`smoke_train`)
+so that a whole study runs on a laptop CPU in well under a minute; `paper` presets hold the
+paper's hyper-parameters (spt.config Table 4 / Table 5 rows).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+from ..config import ModelConfig, SSMConfig, TrainConfig, replace
+from ..data.cache import DataMissingError
+from .arms import Arm, TaskRef, arm_cell
+from .cells import Cell
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One row of a study grid: coords (without seed), the task to load and the arm to train."""
+
+    coords: tuple  # ((dim, value), ...) in the study's dim order
+    ref: TaskRef
+    arm: Arm
+
+
+@dataclass(frozen=True)
+class GridPreset:
+    """A study preset: entries x seeds. `note` says what it stands for (printed by notebooks)."""
+
+    name: str
+    entries: tuple
+    seeds: tuple = (0,)
+    note: str = ""
+
+
+def grid_cells(p: GridPreset, *, seeds: Optional[Sequence[int]] = None,
+               device: str = "auto") -> list[Cell]:
+    seeds = tuple(seeds) if seeds else p.seeds
+    return [arm_cell({**dict(e.coords), "seed": int(s)}, e.ref, e.arm.with_device(device), int(s))
+            for e in p.entries for s in seeds]
+
+
+def pick(presets: dict, name: str, study: str, *args):
+    """presets[name](*args), or an error listing the presets."""
+    if name not in presets:
+        raise ValueError(f"study {study}: unknown preset {name!r}; choose from "
+                         f"{', '.join(presets)}")
+    return presets[name](*args)
+
+
+def need_root(data_root, study: str) -> str:
+    if not data_root:
+        raise ValueError(f"study {study}: the paper preset reads the real data sets: pass "
+                         f"data_root (a folder made with `spt data prepare TASK --root DIR`)")
+    return str(data_root)
+
+
+def check_data(entries: Sequence[Entry], study: str) -> None:
+    """Fail before training if any task's data folder is missing, listing what to run."""
+    from ..data.tasks import TASK_DIRS
+    missing = {}
+    for e in entries:
+        r = e.ref
+        if r.name in TASK_DIRS and r.root is not None and not (Path(r.root) / TASK_DIRS[r.name]).exists():
+            missing[r.name] = f"spt data prepare {r.name} --root {r.root}"
+    if missing:
+        raise DataMissingError(
+            f"study {study}: data missing for {', '.join(missing)}. Run:\n  " +
+            "\n  ".join(missing.values()) +
+            "\nor run the study with preset='smoke' (generated / embedded data, CPU).")
+
+
+# ------------------------------------------------------------------------------------ smoke sizes
+SMOKE_EPOCHS = 3
+
+
+def shrink(model, **sizes):
+    """The paper's model reduced to smoke size, keeping its kind, positions, pooling, causality."""
+    if isinstance(model, SSMConfig):
+        base = dict(d_model=16, n_layers=2, d_state=8 if model.kind != "dlr" else 16)
+    else:
+        base = dict(d_model=32, n_layers=2, n_heads=2, d_ff=64)
+    base.update(sizes)
+    return replace(model, **base)
+
+
+SMOKE_LR = 2e-3
+
+
+def smoke_train(cfg: TrainConfig, epochs: int = SMOKE_EPOCHS, **changes) -> TrainConfig:
+    """Paper optimisation settings with a smoke budget: few epochs, batch <= 32, no progress bar,
+    and lr 2e-3 (the paper's rates, down to 5e-5, move a tiny model nowhere in 3 epochs)."""
+    return replace(cfg, **{"epochs": epochs, "batch_size": min(cfg.batch_size, 32),
+                           "progress": False, "patience": None, "lr": SMOKE_LR, **changes})
+
+
+def fit_len(model, seq_len: int):
+    """Set the model's max_len to the task's sequence length (and drop local attention blocks that
+    no longer divide it)."""
+    if isinstance(model, ModelConfig) and model.local_block and model.local_block >= seq_len:
+        model = replace(model, local_block=None)
+    return replace(model, max_len=seq_len)
+
+
+def smoke_arm(arm: Arm, seq_len: int, epochs: int = SMOKE_EPOCHS, **sizes) -> Arm:
+    """The arm at smoke size: shrunk model, few epochs."""
+    return dataclasses.replace(
+        arm, model=fit_len(shrink(arm.model, **sizes), seq_len),
+        train=smoke_train(arm.train, epochs),
+        pretrain=smoke_train(arm.pretrain, epochs) if arm.pretrain else None)
+
+
+Builder = Callable[..., GridPreset]
+
+
+def run_grid(study: str, presets: dict, preset: str, out_dir, *, data_root=None, seeds=None,
+             workers: int = 1, device: str = "auto"):
+    """The shared `run()` of the grid studies: pick the preset, check its data, run its cells."""
+    from .cells import run_cells
+    p = pick(presets, preset, study, data_root)
+    check_data(p.entries, study)
+    print(f"{study} [{p.name}]: {p.note}")
+    return run_cells(study, grid_cells(p, seeds=seeds, device=device), out_dir, workers=workers)
+
+
+def spt_arm(preset) -> Arm:
+    """SPT arm of a Table 4 (Preset) or Table 5 (SSMPreset) row."""
+    return Arm(model=preset.model, objective=preset.objective, pretrain=preset.pretrain,
+               train=preset.finetune)
+
+
+def scratch_arm(preset, patience: int = 10) -> Arm:
+    """From-scratch arm of a row: its own scratch settings (SSM rows) or the finetuning settings
+    run until validation stops improving (Transformer rows: the paper gives no separate ones)."""
+    train = getattr(preset, "scratch", None) or replace(preset.finetune, patience=patience)
+    return Arm(model=preset.model, train=train)

@@ -1,0 +1,97 @@
+"""Study 06 — Fig. 4: kernels learned by self-pretraining vs. HiPPO. S4 is self-pretrained on a
+task (masked, Table 5 "S4 + SPT"); K_max[l] = max over channels and directions of |K[c, l]| is
+computed per layer for the pretrained model (before finetuning) and for the same configuration at
+its HiPPO initialisation (paper section 3.6).
+
+Grid: task x seed. Each result holds ``pretrained`` and ``baseline`` (layer, lag): K_max of the
+self-pretrained model and of its HiPPO initialisation, ``pretrain_val_loss``, and the coordinate
+``period``: the image row length for visual tasks (the grid lines of Fig. 4), 0 otherwise.
+:func:`spt.viz.fig4_kernel_decay` and :func:`spt.viz.explore_kernels` take the result directly.
+"""
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+import xarray as xr
+
+from ..analysis.kernels import kernel_decay, kernel_decay_baseline
+from ..config import model_config_to_dict, replace, ssm_preset, to_dict
+from ..train import pretrain
+from .arms import TaskRef
+from .cells import Cell, run_cells
+from .grid import check_data, need_root, shrink, smoke_train
+from .lra_transformers import task_ref
+from .smoke import smoke_data_root
+
+STUDY = "06_kernels"
+TASKS = ("image", "text", "pathx", "listops")
+PERIODS = {"image": 32, "pathfinder": 32, "pathx": 128, "pathx256": 256, "digits": 8}
+
+
+def kernels_run(ref: TaskRef, model, objective, pretrain_cfg, seed: int, period: int,
+                run_dir: Path) -> xr.Dataset:
+    """Pretrain S4 on the task, then K_max of its kernels and of its HiPPO initialisation."""
+    task = ref.load()
+    pt = pretrain(task, model, objective, replace(pretrain_cfg, seed=seed), Path(run_dir) / "pretrain",
+                  resume=True)
+    L = task.spec.seq_len
+    pretrained = kernel_decay(pt.model, L).astype(np.float64)
+    baseline = kernel_decay_baseline(pt.model, L, seed=seed).astype(np.float64)
+    pretrained.attrs, baseline.attrs = {}, {}
+    return xr.Dataset({"pretrained": pretrained, "baseline": baseline,
+                       "pretrain_val_loss": ((), float(pt.val_metrics["loss"])),
+                       "pretrain_steps": ((), float(pt.steps))}, coords={"period": period})
+
+
+def _cell(name: str, ref: TaskRef, p, seed: int, device: str) -> Cell:
+    model, obj = p.model, p.objective
+    pt = replace(p.pretrain, device=device)
+    period = PERIODS.get(name, 0)
+    return Cell(coords={"task": name, "seed": seed},
+                run=partial(kernels_run, ref, model, obj, pt, seed, period),
+                config={"task": ref.to_dict(), "model": model_config_to_dict(model),
+                        "objective": to_dict(obj), "pretrain": to_dict(pt), "seed": seed})
+
+
+def cells(preset: str = "smoke", *, data_root=None, seeds=None, device: str = "auto") -> list:
+    if preset == "paper":
+        root = need_root(data_root, STUDY)
+        rows = [(t, task_ref(t, root), ssm_preset(t, "s4")) for t in TASKS]
+        seeds = seeds or (0,)
+    elif preset == "smoke":
+        root = str(smoke_data_root())
+        rows = []
+        for name, row, ref, L in (
+                ("digits", "image", TaskRef("digits", options=(("size", 8), ("n_train", 300))), 64),
+                ("listops", "listops", TaskRef("listops", root=root, options=(("seq_len", 128),)),
+                 128)):
+            p = ssm_preset(row, "s4")
+            rows.append((name, ref, replace(p, model=replace(shrink(p.model), max_len=L),
+                                            pretrain=smoke_train(p.pretrain, epochs=4))))
+        seeds = seeds or (0,)
+    else:
+        raise ValueError(f"study {STUDY}: unknown preset {preset!r}; choose from smoke, paper")
+    return [_cell(n, ref, p, int(s), device) for n, ref, p in rows for s in seeds]
+
+
+def run(preset: str = "smoke", out_dir="results", *, data_root=None,
+        seeds: Optional[Sequence[int]] = None, workers: int = 1, device: str = "auto") -> xr.Dataset:
+    """Pretrain (or reuse) and compute kernels; returns Dataset (task, seed, variant, layer, lag)."""
+    cs = cells(preset, data_root=data_root, seeds=seeds, device=device)
+    if preset == "paper":
+        from .grid import Entry
+        check_data([Entry((), c.run.args[0], None) for c in cs], STUDY)
+    return run_cells(STUDY, cs, out_dir, workers=workers)
+
+
+def table(ds: xr.Dataset, lags: Sequence[int] = (1, 10, 100)):
+    """K_max at a few lags per task and layer, pretrained vs. HiPPO baseline, mean over seeds:
+    how fast each layer's kernels decay compared with HiPPO's."""
+    lags = [l for l in lags if l < ds.sizes["lag"]]
+    both = xr.concat([ds["pretrained"], ds["baseline"]], dim=xr.DataArray(
+        ["pretrained", "HiPPO baseline"], dims="kernels"))
+    k = both.mean("seed").sel(lag=lags).rename("K_max")
+    return k.to_dataframe()["K_max"].unstack("lag").round(4)

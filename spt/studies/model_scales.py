@@ -1,0 +1,126 @@
+"""Study 09 — Table 9: SPT across model sizes. Rotary Transformers and S4 of about 100K, 300K,
+1M, 3M and 10M parameters on LRA Image, trained from scratch vs. with masked SPT (Appendix E).
+
+The paper does not say how it scaled the models; we keep each Table 2 model's depth (6 layers)
+and feed-forward ratio and choose the width whose parameter count is closest to the target
+(:func:`width_for_params`); the 3M models are then the Table 2 ones (d=256 Transformer, d=512 S4).
+Grid: model x size x init x seed; each result also holds ``params`` (the actual count).
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Optional, Sequence
+
+import xarray as xr
+
+from ..config import ModelConfig, replace, ssm_preset, transformer_preset
+from ..data.task import TaskSpec
+from ..models.model import classifier_model, count_parameters
+from ..paper import TABLE9
+from .arms import TaskRef
+from .grid import Entry, GridPreset, need_root, run_grid, scratch_arm, shrink, smoke_train, spt_arm
+from .lra_transformers import task_ref
+
+STUDY = "09_model_scales"
+SIZES = (100e3, 300e3, 1e6, 3e6, 10e6)
+
+
+@lru_cache(maxsize=None)
+def _count(cfg, d_input: int, num_classes: int) -> int:
+    spec = TaskSpec(name="size", seq_len=cfg.max_len, num_classes=num_classes, d_input=d_input)
+    return count_parameters(classifier_model(cfg, spec))
+
+
+def resize(cfg, d: int):
+    if isinstance(cfg, ModelConfig):
+        return replace(cfg, d_model=d, d_ff=d * cfg.d_ff // cfg.d_model)
+    return replace(cfg, d_model=d)
+
+
+def width_for_params(cfg, target: float, *, d_input: int = 1, num_classes: int = 10,
+                     step: int = 8):
+    """`cfg` with the width (a multiple of `step`, and of n_heads for Transformers) whose
+    classifier's parameter count is closest to `target`; returns (config, count)."""
+    mult = step * (cfg.n_heads if isinstance(cfg, ModelConfig) else 1)
+    best, d = None, mult
+    while True:
+        c = resize(cfg, d)
+        n = _count(c, d_input, num_classes)
+        if best is None or abs(n - target) < abs(best[1] - target):
+            best = (c, n)
+        if n > target:
+            return best
+        d += mult
+
+
+def paper_arms(size: float) -> dict:
+    """{(model, init): Arm} at `size` parameters (Image rows of Tables 4 and 5, resized)."""
+    t, s = transformer_preset("image", "rotary_masked"), ssm_preset("image", "s4")
+    out = {}
+    for name, p in (("transformer", t), ("s4", s)):
+        # the Table 2 model itself where it is of this size (the paper's 3M column = Table 2)
+        if abs(_count(p.model, 1, 10) - size) <= 0.25 * size:
+            model = p.model
+        else:
+            model, _ = width_for_params(p.model, size)
+        for init, arm in (("scratch", scratch_arm(p)), ("spt", spt_arm(p))):
+            out[name, init] = replace(arm, model=model)
+    return out
+
+
+def _entries(ref: TaskRef, sizes, arms_fn) -> tuple:
+    return tuple(Entry((("model", m), ("size", float(sz)), ("init", i)), ref, arm)
+                 for sz in sizes for (m, i), arm in arms_fn(sz).items())
+
+
+def paper(data_root=None) -> GridPreset:
+    root = need_root(data_root, STUDY)
+    return GridPreset("paper", _entries(task_ref("image", root), SIZES, paper_arms),
+                      note="LRA Image, Table 2 models resized to 100K-10M parameters")
+
+
+SMOKE_SIZES = (10e3, 40e3)
+
+
+def _smoke_arms(size: float) -> dict:
+    out = {}
+    for (m, i), arm in paper_arms(3e6).items():
+        model, _ = width_for_params(replace(shrink(arm.model), max_len=64), size)
+        out[m, i] = replace(arm, model=model, train=smoke_train(arm.train),
+                            pretrain=smoke_train(arm.pretrain) if arm.pretrain else None)
+    return out
+
+
+def smoke(data_root=None) -> GridPreset:
+    ref = TaskRef("digits", options=(("size", 8), ("n_train", 200)))
+    return GridPreset("smoke", _entries(ref, SMOKE_SIZES, _smoke_arms),
+                      note=f"CPU smoke run: 2-layer models of about {SMOKE_SIZES} parameters on "
+                           f"digits 8x8, 3 epochs; checks the pipeline, not the paper's numbers")
+
+
+PRESETS = {"smoke": smoke, "paper": paper}
+
+
+def run(preset: str = "smoke", out_dir="results", *, data_root=None,
+        seeds: Optional[Sequence[int]] = None, workers: int = 1, device: str = "auto") -> xr.Dataset:
+    """Run (or reuse) every cell; returns Dataset (model, size, init, seed) with ``params``."""
+    ds = run_grid(STUDY, PRESETS, preset, out_dir, data_root=data_root, seeds=seeds,
+                  workers=workers, device=device)
+    return ds
+
+
+def table(ds: xr.Dataset):
+    """Mean test accuracy (%) per model x init (rows) and target size (columns), beside Table 9."""
+    import pandas as pd
+
+    acc = ds["test_accuracy"].mean("seed") * 100
+    names = {("transformer", "scratch"): "Transformer+Rotary",
+             ("transformer", "spt"): "Transformer+Rotary + Masked SPT",
+             ("s4", "scratch"): "S4", ("s4", "spt"): "S4 + Masked SPT"}
+    rows = {}
+    for (m, i), name in names.items():
+        if m in acc.model.values:
+            rows[f"{name} (ours)"] = {f"{s:g}": float(acc.sel(model=m, init=i, size=s))
+                                      for s in acc["size"].values}
+        rows[f"{name} (paper)"] = {f"{s:g}": v for s, v in TABLE9[name].items()}
+    return pd.DataFrame.from_dict(rows, orient="index").round(2)

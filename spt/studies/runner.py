@@ -1,0 +1,191 @@
+"""Run study notebooks with papermill: one run (`run_study`) or a grid of runs (`run_batch`).
+
+    run_study("04_data_scales", out_dir="out", preset="smoke")      # out/04_data_scales.ipynb
+                                                                   # + out/04_data_scales/*.nc
+    run_batch("02_transformers_vs_s4", grid, out_dir="out", shard=(0, 2))
+
+A batch grid (YAML) has `fixed` parameters and a `grid` of parameters whose lists are crossed:
+
+    fixed: {preset: paper, data_root: /data/lra}
+    grid:
+      seeds: [[0], [1], [2]]
+      device: [cuda]
+
+Each grid cell is one papermill run into ``<out>/<cell name>/`` (its results, its executed
+notebook, and DONE or FAILED). Cells with DONE are skipped; a failing cell is recorded and the
+others go on; ``shard=(i, n)`` runs the cells whose index is i modulo n, so n GPUs / nodes cover
+every cell exactly once.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import traceback
+from pathlib import Path
+from typing import Optional
+
+STUDY_PATTERN = re.compile(r"^(0[1-9]|[1-9][0-9])_[a-z0-9_]+$")
+KERNEL = "python3"
+
+
+def notebooks_dir(path=None) -> Path:
+    """The folder of the study notebooks: `path`, $SPT_NOTEBOOKS, ./notebooks, or the checkout's."""
+    candidates = [path, os.environ.get("SPT_NOTEBOOKS"), Path.cwd() / "notebooks",
+                  Path(__file__).resolve().parents[2] / "notebooks"]
+    for c in candidates:
+        if c and Path(c).is_dir() and any(Path(c).glob("*.ipynb")):
+            return Path(c)
+    raise FileNotFoundError("no study notebooks found: run from a checkout of spt (its notebooks/ "
+                            "folder), or pass --notebooks DIR / set SPT_NOTEBOOKS")
+
+
+def list_studies(nb_dir=None) -> dict[str, str]:
+    """{study name: its title (the notebook's first heading)} for every study notebook."""
+    out = {}
+    for nb in sorted(notebooks_dir(nb_dir).glob("*.ipynb")):
+        if not STUDY_PATTERN.match(nb.stem) or nb.stem.startswith(("00_", "10_", "11_")):
+            continue
+        out[nb.stem] = _title(nb)
+    return out
+
+
+def _title(nb: Path) -> str:
+    for cell in json.loads(nb.read_text()).get("cells", []):
+        if cell.get("cell_type") == "markdown":
+            for line in "".join(cell.get("source", "")).splitlines():
+                if line.startswith("#"):
+                    return line.lstrip("# ").strip()
+    return ""
+
+
+def study_notebook(name: str, nb_dir=None) -> Path:
+    """The notebook of study `name` (or a path to any notebook with a parameters cell)."""
+    p = Path(name)
+    if p.suffix == ".ipynb" and p.is_file():
+        return p
+    nb = notebooks_dir(nb_dir) / f"{name}.ipynb"
+    if not nb.is_file():
+        names = ", ".join(list_studies(nb_dir))
+        raise FileNotFoundError(f"no study {name!r}; studies: {names} (`spt study list`)")
+    return nb
+
+
+def notebook_parameters(nb: Path) -> dict:
+    """{name: {"inferred_type_name", "default", "help"}} of the notebook's parameters cell."""
+    import papermill as pm
+    return pm.inspect_notebook(str(nb))
+
+
+def check_parameters(nb: Path, params: dict) -> None:
+    known = notebook_parameters(nb)
+    unknown = sorted(set(params) - set(known))
+    if unknown:
+        raise ValueError(f"{nb.name} has no parameter(s) {unknown}; its parameters: "
+                         f"{', '.join(known)} (`papermill --help-notebook {nb}`)")
+
+
+def run_study(name: str, out_dir, *, preset: Optional[str] = None, parameters: Optional[dict] = None,
+              nb_dir=None, log_output: bool = False, progress: bool = False) -> Path:
+    """Execute the study notebook with papermill (kernel python3) into ``out_dir/<name>.ipynb``;
+    the notebook writes its results under ``out_dir``. Returns the executed notebook's path.
+    A failing notebook raises papermill's PapermillExecutionError (the executed notebook, with
+    the error in it, is still written)."""
+    import papermill as pm
+
+    nb = study_notebook(name, nb_dir)
+    out_dir = Path(out_dir).resolve()
+    params = dict(parameters or {})
+    if preset is not None:
+        params["preset"] = preset
+    params["out_dir"] = str(out_dir)
+    check_parameters(nb, params)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out_nb = out_dir / f"{nb.stem}.ipynb"
+    pm.execute_notebook(str(nb), str(out_nb), parameters=params, kernel_name=KERNEL,
+                        cwd=str(nb.parent), log_output=log_output, progress_bar=progress)
+    return out_nb
+
+
+# ------------------------------------------------------------------------------------------ batch
+
+def read_grid(path) -> dict:
+    """A batch grid file: {"fixed": {...}, "grid": {name: [values...]}} (YAML or JSON)."""
+    import yaml
+
+    path = Path(path)
+    try:
+        spec = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise ValueError(f"cannot read grid file {path}: {e}") from None
+    if not isinstance(spec, dict) or not set(spec) <= {"fixed", "grid"} or "grid" not in spec:
+        raise ValueError(f"{path}: a grid file has a `grid:` mapping (parameter -> list of values) "
+                         f"and optionally `fixed:` (parameter -> value); got keys "
+                         f"{sorted(spec) if isinstance(spec, dict) else type(spec).__name__}")
+    for k, v in spec["grid"].items():
+        if not isinstance(v, list) or not v:
+            raise ValueError(f"{path}: grid parameter {k!r} must be a non-empty list of values")
+    return {"fixed": spec.get("fixed") or {}, "grid": spec["grid"]}
+
+
+def _slug(v) -> str:
+    s = json.dumps(v) if not isinstance(v, str) else v
+    return re.sub(r"[^A-Za-z0-9.+-]+", "-", s).strip("-") or "x"
+
+
+def grid_cells(spec: dict) -> list[tuple[str, dict]]:
+    """[(cell name, parameters)] in a fixed order: the product of the grid lists, in file order."""
+    keys = list(spec["grid"])
+    cells = []
+    for values in itertools.product(*(spec["grid"][k] for k in keys)):
+        params = {**spec["fixed"], **dict(zip(keys, values))}
+        name = "__".join(f"{k}={_slug(v)}" for k, v in zip(keys, values))
+        cells.append((name, params))
+    return cells
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    m = re.fullmatch(r"(\d+)/(\d+)", text or "")
+    if not m or not 0 <= int(m.group(1)) < int(m.group(2)):
+        raise ValueError(f"--shard must be i/n with 0 <= i < n (e.g. 0/4), got {text!r}")
+    return int(m.group(1)), int(m.group(2))
+
+
+def run_batch(name: str, spec: dict, out_dir, *, shard: tuple[int, int] = (0, 1), nb_dir=None,
+              log=print) -> dict:
+    """Run this shard's grid cells, skipping finished ones; returns {cell: "done" | "skipped" |
+    "failed: <error>"} and writes it to ``out_dir/batch-status-<i>of<n>.json``."""
+    nb = study_notebook(name, nb_dir)
+    cells = grid_cells(spec)
+    for _, params in cells:
+        check_parameters(nb, {**params, "out_dir": ""})
+    i, n = shard
+    mine = [c for k, c in enumerate(cells) if k % n == i]
+    out_dir = Path(out_dir)
+    status = {}
+    log(f"{nb.stem}: {len(cells)} grid cells, shard {i}/{n} runs {len(mine)}")
+    for cell, params in mine:
+        cell_dir = out_dir / cell
+        done, failed = cell_dir / "DONE", cell_dir / "FAILED"
+        if done.exists():
+            status[cell] = "skipped"
+            log(f"  skip  {cell} (DONE)")
+            continue
+        cell_dir.mkdir(parents=True, exist_ok=True)
+        failed.unlink(missing_ok=True)
+        try:
+            run_study(str(nb), cell_dir, parameters=params)
+        except Exception as e:  # a failing cell must not stop the others
+            msg = f"{type(e).__name__}: {str(e).strip().splitlines()[-1] if str(e).strip() else ''}"
+            failed.write_text(json.dumps({"parameters": params, "error": msg,
+                                          "traceback": traceback.format_exc()}, indent=1))
+            status[cell] = f"failed: {msg}"
+            log(f"  FAIL  {cell}: {msg} (details: {failed})")
+            continue
+        done.write_text(json.dumps({"parameters": params}, indent=1))
+        status[cell] = "done"
+        log(f"  done  {cell}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"batch-status-{i}of{n}.json").write_text(json.dumps(status, indent=1))
+    return status

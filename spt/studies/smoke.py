@@ -1,0 +1,85 @@
+"""Data for the `smoke` presets: small, generated offline, made once and cached.
+
+The smoke presets run every study on a laptop CPU in seconds to a minute, with data that needs no
+network: the embedded digits scans (a stand-in for LRA Image / sCIFAR), generated ListOps with
+short expressions, generated Pathfinder images at 32x32 (the release's smallest resolution), and a
+synthetic regression in BIDMC's .ts format (:func:`write_synthetic_bidmc`).
+Numbers from smoke runs check the pipeline; they are not the paper's results.
+
+    root = smoke_data_root()   # ~/.cache/spt/smoke-data-v1 (or $SPT_SMOKE_DATA), created on first use
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..data.listops import FOLDER as LISTOPS_FOLDER
+from ..data.listops import write_listops
+from ..data.pathfinder import pathfinder_dir, write_pathfinder
+
+VERSION = 1
+# short expressions: 10-100 symbols, depth <= 3, <= 5 arguments
+LISTOPS_KNOBS = dict(max_depth=3, max_args=5, min_length=10, max_length=100)
+LISTOPS_SPLITS = (600, 150, 150)
+PATHFINDER_IMAGES = 600
+
+
+def default_smoke_root() -> Path:
+    env = os.environ.get("SPT_SMOKE_DATA")
+    if env:
+        return Path(env)
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "spt" / \
+        f"smoke-data-v{VERSION}"
+
+
+def smoke_data_root(root=None) -> Path:
+    """A data root holding generated ListOps and Pathfinder-32 (written on first use)."""
+    root = Path(root) if root is not None else default_smoke_root()
+    listops = root / LISTOPS_FOLDER
+    if not (listops / "basic_test.tsv").is_file():
+        n_train, n_val, n_test = LISTOPS_SPLITS
+        write_listops(listops, n_train, n_val, n_test, seed=0, force=True, **LISTOPS_KNOBS)
+    pf = pathfinder_dir(root, 32)
+    if not (pf / "metadata").is_dir():
+        write_pathfinder(pf, PATHFINDER_IMAGES, 32, seed=0, force=True)
+    write_synthetic_bidmc(root)
+    return root
+
+
+SYNTHETIC_BIDMC = dict(n_train=240, n_test=60, length=128)
+
+
+def write_synthetic_bidmc(root) -> Path:
+    """BIDMC-format (.ts) regression files with a learnable synthetic signal, for smoke runs.
+
+    Two channels of length 128: a noisy sinusoid and its square; the target is the sinusoid's
+    frequency mapped to each vital sign's usual range (RR 5-30, HR 60-120, SpO2 85-100). Read by
+    the real BIDMC reader (spt.data.bidmc); the numbers mean nothing clinically.
+    """
+    import numpy as np
+
+    folder = Path(root) / "bidmc"
+    if (folder / "BIDMC32SpO2_TEST.ts").is_file():
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    n_all = SYNTHETIC_BIDMC["n_train"] + SYNTHETIC_BIDMC["n_test"]
+    L = SYNTHETIC_BIDMC["length"]
+    freq = rng.uniform(1.0, 8.0, n_all)
+    t = np.arange(L) / L
+    wave = np.sin(2 * np.pi * freq[:, None] * t + rng.uniform(0, 2 * np.pi, (n_all, 1)))
+    x = np.stack([wave + 0.1 * rng.normal(size=wave.shape), wave ** 2], axis=2)
+    for target, (lo, hi) in {"RR": (5, 30), "HR": (60, 120), "SpO2": (85, 100)}.items():
+        y = lo + (hi - lo) * (freq - 1.0) / 7.0
+        for split, rows in (("TRAIN", slice(0, SYNTHETIC_BIDMC["n_train"])),
+                            ("TEST", slice(SYNTHETIC_BIDMC["n_train"], n_all))):
+            head = [f"#synthetic stand-in written by spt.studies.smoke (not BIDMC data)",
+                    f"@problemName BIDMC32{target}", "@timeStamps false", "@missing false",
+                    "@univariate false", "@dimensions 2", "@equalLength true",
+                    f"@seriesLength {L}", "@targetLabel true", "@data"]
+            lines = [":".join(",".join(f"{v:.4f}" for v in x[i, :, c]) for c in range(2))
+                     + f":{y[i]:.3f}" for i in range(n_all)[rows]]
+            tmp = folder / f".BIDMC32{target}_{split}.ts.part"
+            tmp.write_text("\n".join(head + lines) + "\n")
+            tmp.replace(folder / f"BIDMC32{target}_{split}.ts")
+    return folder

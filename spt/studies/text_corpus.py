@@ -1,0 +1,227 @@
+"""Study 05 — pretraining on a text corpus (paper section 3.5, C.1.5; Table 2's Pythia rows, Table 5's
+Pythia row): Pythia 70M (GPT-NeoX, EleutherAI/pythia-70m-deduped) with its Pile-pretrained weights
+vs. the same architecture randomly initialised, finetuned on LRA tasks with character / pixel
+tokens (a new input embedding; see :mod:`spt.models.pretrained_lm` for the tokenisation choices).
+
+Grid: task x init x seed, init in {"pretrained", "random"}. One cell = one finetuning run of
+:func:`spt.train.engine.fit` with the Supervised objective (spt's engine: best-validation weights,
+test accuracy of those, resumable), no regularisation (weight decay 0, Pythia's dropout 0).
+
+    ds = run("smoke", "results")     # CPU, offline, tiny GPT-NeoX; Dataset (task, init, seed)
+    table(ds)                        # ours beside Table 2's "Pythia 70M" rows
+
+The smoke preset cannot download Pythia: "pretrained" there is a 2-layer d=32 GPT-NeoX trained for
+150 steps on byte-level English text shipped with Python (standard-library docstrings; made once
+and cached beside the smoke data), "random" the same architecture with fresh weights. Its numbers
+check the pipeline; they are not the paper's.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Optional, Sequence
+
+import torch
+import xarray as xr
+
+from ..config import TrainConfig, replace, to_dict
+from ..models.pretrained_lm import PYTHIA_70M, LMConfig, TinyLMConfig, lm_classifier, \
+    train_tiny_text_lm
+from ..paper import TABLE2
+from ..train.engine import fit
+from ..train.objectives import Supervised
+from .arms import TaskRef, history_curve
+from .cells import Cell, run_cells, scalar_dataset
+from .grid import Entry, check_data, need_root
+from .smoke import default_smoke_root, smoke_data_root
+from .tables import compare_table
+
+STUDY = "05_text_corpus_pretraining"
+INITS = ("pretrained", "random")
+# LMConfig.source of the smoke presets: the tiny text LM, trained offline on first use.
+SMOKE_LM = "spt-smoke:tiny-gpt-neox"
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    """One task of a preset.
+
+    name       : the task coordinate in the results ("listops", "digits", ...).
+    task       : loader name: "digits" or a name of :func:`spt.data.tasks.load_task`.
+    options    : loader options as (key, value) pairs (e.g. (("tokens", True),) for pixel tokens).
+    lr, batch_size : finetuning learning rate and (global) batch size (Table 5, Pythia row).
+    micro_batch : examples per forward pass (memory only: gradients are accumulated over
+                 batch_size / micro_batch of them); None = batch_size.
+    """
+
+    name: str
+    task: str
+    lr: float
+    batch_size: int
+    options: tuple = ()
+    micro_batch: Optional[int] = None
+
+    def __post_init__(self):
+        mb = self.micro_batch or self.batch_size
+        if self.batch_size % mb:
+            raise ValueError(f"TaskRow {self.name!r}: batch_size={self.batch_size} must be a "
+                             f"multiple of micro_batch={mb}")
+
+    def ref(self, root: Optional[str]) -> TaskRef:
+        return TaskRef(self.task, root=None if self.task == "digits" else root,
+                       options=self.options)
+
+    def train_config(self, p: "Preset", device: str) -> TrainConfig:
+        mb = self.micro_batch or self.batch_size
+        return TrainConfig(lr=self.lr, batch_size=mb, accum_steps=self.batch_size // mb,
+                           weight_decay=0.0, epochs=p.epochs, patience=p.patience,
+                           progress=p.progress, device=device)
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A study preset.
+
+    tasks   : TaskRows; source: GPT-NeoX repo id / folder, or SMOKE_LM for the tiny offline LM.
+    epochs, patience : finetuning budget (early stopping on validation accuracy).
+    pooling : over valid positions ("last" for a causal LM).
+    tiny    : the tiny LM's sizes and training (source == SMOKE_LM only).
+    threads : torch CPU threads while a cell trains (restored after); None = leave as set. Tiny
+              smoke models gain nothing from intra-op threads and lose a lot on a busy machine.
+    """
+
+    name: str
+    tasks: tuple
+    source: str
+    epochs: int
+    patience: Optional[int]
+    seeds: tuple = (0,)
+    pooling: str = "last"
+    revision: Optional[str] = None
+    progress: bool = True
+    tiny: Optional[TinyLMConfig] = None
+    threads: Optional[int] = None
+    note: str = ""
+
+
+# Table 5, "Pythia" row: (FT-LR, FT-BSZ); no pretraining on the task. PathX is not reported.
+# Micro-batches are our memory choice for one 80 GB GPU (bf16 autocast), not the paper's.
+PAPER_TASKS = (
+    TaskRow("listops", "listops", 5e-5, 64, micro_batch=32),
+    TaskRow("text", "text", 5e-4, 16, micro_batch=8),
+    TaskRow("retrieval", "retrieval", 1e-4, 256, micro_batch=8),
+    TaskRow("image", "image", 7e-5, 64),  # continuous pixels -> linear input projection
+    TaskRow("pathfinder", "pathfinder", 1e-4, 1024, options=(("tokens", True),), micro_batch=64),
+)
+
+PRESETS = {
+    "smoke": Preset(
+        "smoke",
+        (TaskRow("listops", "listops", 1e-3, 32, options=(("seq_len", 128),)),
+         TaskRow("digits", "digits", 1e-3, 32,
+                 options=(("size", 8), ("n_train", 100), ("tokens", True)))),
+        source=SMOKE_LM, epochs=4, patience=None, progress=False, tiny=TinyLMConfig(), threads=1,
+        note="CPU smoke run: a 2-layer d=32 GPT-NeoX pretrained for 150 steps on byte-level "
+             "standard-library docstrings stands in for Pythia 70M; generated ListOps (<= 100 "
+             "symbols) and 8x8 digits as 17 pixel tokens stand in for LRA. lr 1e-3, 4 epochs. It "
+             "checks the pipeline; its numbers are not the paper's."),
+    "paper": Preset(
+        "paper", PAPER_TASKS, source=PYTHIA_70M, epochs=200, patience=10,
+        note="Pythia 70M (deduped) vs. random init, Table 5 learning rates and batch sizes, no "
+             "regularisation, at most 200 epochs with early stopping (patience 10)."),
+}
+
+
+def preset(name: str) -> Preset:
+    """PRESETS[name], or an error listing the presets."""
+    if name not in PRESETS:
+        raise ValueError(f"study {STUDY}: unknown preset {name!r}; choose from {', '.join(PRESETS)}")
+    return PRESETS[name]
+
+
+def smoke_lm_dir(tiny: TinyLMConfig, root=None) -> Path:
+    """Where the tiny text LM of `tiny` is cached (beside the smoke data; keyed by its config)."""
+    key = hashlib.sha1(json.dumps(dataclasses.asdict(tiny), sort_keys=True).encode()).hexdigest()
+    return Path(root or default_smoke_root()) / f"tiny-gpt-neox-v1-{key[:10]}"
+
+
+def resolve_source(lm: LMConfig, tiny: Optional[TinyLMConfig]) -> LMConfig:
+    """`lm` with SMOKE_LM replaced by the cached tiny LM's folder (training it on first use)."""
+    if lm.source != SMOKE_LM:
+        return lm
+    if tiny is None:
+        raise ValueError(f"LMConfig.source={SMOKE_LM!r} needs the preset's `tiny` config")
+    return replace(lm, source=str(train_tiny_text_lm(smoke_lm_dir(tiny), tiny)))
+
+
+def run_cell(ref: TaskRef, lm: LMConfig, train: TrainConfig, seed: int,
+             tiny: Optional[TinyLMConfig], threads: Optional[int], run_dir: Path) -> xr.Dataset:
+    """Cell.run: finetune GPT-NeoX (`lm`) on `ref` with `seed`; scalars + per-epoch curves."""
+    before = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        return _finetune_cell(ref, lm, train, seed, tiny, Path(run_dir))
+    finally:
+        torch.set_num_threads(before)
+
+
+def _finetune_cell(ref: TaskRef, lm: LMConfig, train: TrainConfig, seed: int,
+                   tiny: Optional[TinyLMConfig], run_dir: Path) -> xr.Dataset:
+    task = ref.load()
+    lm_resolved = resolve_source(lm, tiny)  # before seeding: training the tiny LM draws numbers
+    torch.manual_seed(seed)  # random init, new embedding and head
+    model = lm_classifier(lm_resolved, task.spec)
+    n_params = sum(p.numel() for p in model.parameters())
+    meta = {"lm": dataclasses.asdict(lm), "spec": dataclasses.asdict(task.spec)}
+    r = fit(model, Supervised(task.spec), task, replace(train, seed=seed), Path(run_dir) / "finetune",
+            stage="finetune", meta=meta, resume=True)
+    m = "r2" if task.spec.is_regression else "accuracy"
+    values = {f"test_{m}": r.test_metrics[m], f"val_{m}": r.val_metrics[m], "steps": r.steps,
+              "best_epoch": r.best_epoch, "epochs_run": r.history.sizes.get("epoch", 0),
+              "n_parameters": n_params}
+    return scalar_dataset(values, curve_train_loss=history_curve(r.history, "train_loss"),
+                          **{f"curve_train_{m}": history_curve(r.history, f"train_{m}"),
+                             f"curve_val_{m}": history_curve(r.history, f"val_{m}")})
+
+
+def cells(p: Preset, *, data_root=None, seeds: Optional[Sequence[int]] = None,
+          device: str = "auto") -> list[Cell]:
+    """One Cell per (task, init, seed)."""
+    root = str(smoke_data_root()) if p.source == SMOKE_LM else need_root(data_root, STUDY)
+    seeds = tuple(seeds) if seeds else p.seeds
+    out = []
+    for row in p.tasks:
+        ref, train = row.ref(root), row.train_config(p, device)
+        for init in INITS:
+            lm = LMConfig(source=p.source, init=init, revision=p.revision, pooling=p.pooling)
+            for s in seeds:
+                config = {"task": ref.to_dict(), "lm": dataclasses.asdict(lm),
+                          "train": to_dict(train), "seed": int(s),
+                          "tiny_lm": dataclasses.asdict(p.tiny) if p.tiny else None}
+                out.append(Cell(coords={"task": row.name, "init": init, "seed": int(s)},
+                                run=partial(run_cell, ref, lm, train, int(s), p.tiny, p.threads),
+                                config=config))
+    return out
+
+
+def run(preset: str = "smoke", out_dir="results", *, data_root=None,
+        seeds: Optional[Sequence[int]] = None, workers: int = 1, device: str = "auto") -> xr.Dataset:
+    """Run (or reuse) every cell of the study; returns a Dataset over (task, init, seed)."""
+    p = globals()["preset"](preset)
+    cs = cells(p, data_root=data_root, seeds=seeds, device=device)
+    if p.source != SMOKE_LM:  # fail before training when a task's data folder is missing
+        root = need_root(data_root, STUDY)
+        check_data([Entry((), row.ref(root), None) for row in p.tasks], STUDY)
+    return run_cells(STUDY, cs, out_dir, workers=workers)
+
+
+def table(ds: xr.Dataset):
+    """Mean test accuracy (%) per init x task, beside Table 2's Pythia 70M rows."""
+    rows = [("pretrained", {"init": "pretrained"}, "Pythia 70M"),
+            ("random init", {"init": "random"}, "Pythia 70M (Rand Init)")]
+    return compare_table(ds, rows, TABLE2)

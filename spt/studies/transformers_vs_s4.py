@@ -1,0 +1,80 @@
+"""Study 02 — Table 2 and Fig. 1: rotary Transformers and S4, trained from scratch vs. masked SPT,
+on LRA (paper section 3.2; Table 4 "Rotary" rows, Table 5 "S4 + SPT", C.1.2 for PathX-256).
+
+Grid: task x model x init x seed; model in {"transformer", "s4"}, init in {"scratch", "spt"}.
+PathX-256 is run for S4 only (the paper marks the Transformer infeasible there).
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import xarray as xr
+
+from ..config import replace, ssm_preset, transformer_preset
+from ..paper import TABLE2
+from .arms import TaskRef
+from .grid import Entry, GridPreset, need_root, run_grid, scratch_arm, smoke_arm, spt_arm
+from .lra_transformers import task_ref
+from .smoke import smoke_data_root
+from .tables import compare_table
+
+STUDY = "02_transformers_vs_s4"
+TASKS = ("listops", "text", "retrieval", "image", "pathfinder", "pathx")
+
+
+def pathx256_s4():
+    """C.1.2: PathX's S4 configuration at 65,536 tokens with max pooling; PT lr 1e-3 batch 8,
+    finetuning batch 64 at the same lr; from scratch lr 1e-4 batch 16."""
+    p = ssm_preset("pathx", "s4")
+    model = replace(p.model, max_len=256 * 256, pooling="max")
+    return (replace(spt_arm(p), model=model, pretrain=replace(p.pretrain, lr=1e-3, batch_size=8),
+                    train=replace(p.finetune, lr=1e-3, batch_size=64)),
+            replace(scratch_arm(p), model=model, train=replace(p.scratch, lr=1e-4, batch_size=16)))
+
+
+def paper_arms(task: str) -> dict:
+    """{(model, init): Arm} for `task`."""
+    if task == "pathx256":
+        spt, scratch = pathx256_s4()
+        return {("s4", "spt"): spt, ("s4", "scratch"): scratch}
+    t, s = transformer_preset(task, "rotary_masked"), ssm_preset(task, "s4")
+    return {("transformer", "scratch"): scratch_arm(t), ("transformer", "spt"): spt_arm(t),
+            ("s4", "scratch"): scratch_arm(s), ("s4", "spt"): spt_arm(s)}
+
+
+def paper(data_root=None) -> GridPreset:
+    root = need_root(data_root, STUDY)
+    entries = tuple(Entry((("task", t), ("model", m), ("init", i)), task_ref(t, root), arm)
+                    for t in TASKS + ("pathx256",) for (m, i), arm in paper_arms(t).items())
+    return GridPreset("paper", entries, note="Table 4 rotary rows, Table 5 S4 rows, LRA data")
+
+
+def smoke(data_root=None) -> GridPreset:
+    root = str(smoke_data_root())
+    tasks = (("listops", "listops", TaskRef("listops", root=root, options=(("seq_len", 128),)), 128),
+             ("digits", "image", TaskRef("digits", options=(("size", 8), ("n_train", 200))), 64))
+    entries = tuple(Entry((("task", name), ("model", m), ("init", i)), ref, smoke_arm(arm, L))
+                    for name, row, ref, L in tasks for (m, i), arm in paper_arms(row).items())
+    return GridPreset("smoke", entries, note="CPU smoke run: 2-layer models, 3 epochs, generated "
+                      "ListOps and digits 8x8 for Image; checks the pipeline, not the paper's numbers")
+
+
+PRESETS = {"smoke": smoke, "paper": paper}
+
+
+def run(preset: str = "smoke", out_dir="results", *, data_root=None,
+        seeds: Optional[Sequence[int]] = None, workers: int = 1, device: str = "auto") -> xr.Dataset:
+    """Run (or reuse) every cell; returns Dataset (task, model, init, seed)."""
+    return run_grid(STUDY, PRESETS, preset, out_dir, data_root=data_root, seeds=seeds,
+                    workers=workers, device=device)
+
+
+def table(ds: xr.Dataset):
+    """Mean test accuracy (%) per model x init x task, beside Table 2."""
+    rows = [("Transformer + Rotary", {"model": "transformer", "init": "scratch"},
+             "Transformers + Rotary"),
+            ("Transformer + Rotary + Masked SPT", {"model": "transformer", "init": "spt"},
+             "Transformers + Rotary + Masked SPT"),
+            ("S4", {"model": "s4", "init": "scratch"}, "S4"),
+            ("S4 + Masked SPT", {"model": "s4", "init": "spt"}, "S4 + Masked SPT")]
+    return compare_table(ds, rows, TABLE2)

@@ -1,0 +1,65 @@
+"""Study cells: one file per cell, reuse on rerun, never overwrite a different configuration."""
+from functools import partial
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from spt.studies.cells import Cell, load_study, run_cells
+
+
+def fake_run(value: float, calls_dir, run_dir) -> xr.Dataset:
+    """A picklable cell body: records that it ran, returns a scalar and a short curve."""
+    calls_dir.mkdir(parents=True, exist_ok=True)
+    (calls_dir / f"{value}-{len(list(calls_dir.iterdir()))}").touch()
+    curve = xr.DataArray(np.arange(int(value) + 1, dtype=float), dims=("epoch",),
+                         coords={"epoch": np.arange(int(value) + 1)})
+    return xr.Dataset({"test_accuracy": ((), value / 10), "curve": curve})
+
+
+def cells(calls, values=(1.0, 2.0, 3.0), extra=None):
+    return [Cell({"task": "t", "fraction": v, "seed": 0}, partial(fake_run, v, calls),
+                 {"v": v, **(extra or {})}) for v in values]
+
+
+def test_run_cells_writes_one_file_per_cell_and_reuses_them(tmp_path):
+    calls = tmp_path / "calls"
+    ds = run_cells("st", cells(calls), tmp_path / "out", log=lambda s: None)
+    assert dict(ds.sizes) == {"task": 1, "fraction": 3, "seed": 1, "epoch": 4}
+    np.testing.assert_allclose(ds.test_accuracy.values.ravel(), [0.1, 0.2, 0.3])
+    assert np.isnan(ds.curve.sel(fraction=1.0, epoch=3)).all()  # outer join pads shorter curves
+    assert len(list((tmp_path / "out" / "st").glob("*.nc"))) == 3
+    assert len(list(calls.iterdir())) == 3
+    # rerun: nothing recomputed; one new cell: only it runs
+    ds2 = run_cells("st", cells(calls, (1.0, 2.0, 3.0, 4.0)), tmp_path / "out", log=lambda s: None)
+    assert len(list(calls.iterdir())) == 4
+    assert ds2.sizes["fraction"] == 4
+    xr.testing.assert_identical(load_study(tmp_path / "out", "st"), ds2)
+
+
+def test_a_different_configuration_is_an_error_not_an_overwrite(tmp_path):
+    calls = tmp_path / "calls"
+    run_cells("st", cells(calls, (1.0,)), tmp_path / "out", log=lambda s: None)
+    f = next((tmp_path / "out" / "st").glob("*.nc"))
+    before = f.read_bytes()
+    with pytest.raises(FileExistsError, match="differs in: lr"):
+        run_cells("st", cells(calls, (1.0,), extra={"lr": 0.1}), tmp_path / "out",
+                  log=lambda s: None)
+    assert f.read_bytes() == before
+
+
+def test_cells_must_share_dims_and_be_distinct(tmp_path):
+    a = Cell({"task": "t"}, partial(fake_run, 1.0, tmp_path), {})
+    b = Cell({"model": "m"}, partial(fake_run, 1.0, tmp_path), {})
+    with pytest.raises(ValueError, match="dims"):
+        run_cells("st", [a, b], tmp_path)
+    with pytest.raises(ValueError, match="same coordinates"):
+        run_cells("st", [a, a], tmp_path)
+    with pytest.raises(FileNotFoundError, match="spt study run"):
+        load_study(tmp_path, "nothing")
+
+
+def test_workers_give_the_same_results(tmp_path):
+    one = run_cells("st", cells(tmp_path / "c1"), tmp_path / "o1", log=lambda s: None)
+    two = run_cells("st", cells(tmp_path / "c2"), tmp_path / "o2", workers=2, log=lambda s: None)
+    xr.testing.assert_identical(one, two)

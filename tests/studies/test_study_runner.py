@@ -1,0 +1,83 @@
+"""`spt study run | batch | list`: papermill runs, grids, shards, failures, reruns."""
+import json
+
+import nbformat
+import pytest
+
+from spt.cli import main
+from spt.studies.runner import grid_cells, parse_shard, read_grid, run_batch, run_study
+
+pytest.importorskip("papermill")
+
+
+def tiny_notebook(path):
+    """A notebook with a parameters cell; it writes out_dir/value.json and fails when x == 3."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    p = nbformat.v4.new_code_cell('x: int = 1  # the value\nout_dir: str = "."  # where to write')
+    p.metadata["tags"] = ["parameters"]
+    nb.cells = [nbformat.v4.new_markdown_cell("# Tiny study"), p, nbformat.v4.new_code_cell(
+        "import json, pathlib\nif x == 3:\n    raise RuntimeError('x is 3')\n"
+        "pathlib.Path(out_dir).mkdir(parents=True, exist_ok=True)\n"
+        "(pathlib.Path(out_dir) / 'value.json').write_text(json.dumps({'x': x}))")]
+    nbformat.write(nb, path)
+    return path
+
+
+def test_grid_file_and_shards_cover_every_cell_once(tmp_path):
+    g = tmp_path / "grid.yaml"
+    g.write_text("fixed: {out_dir: ignored}\ngrid:\n  x: [1, 2]\n  y: [a, b]\n")
+    spec = read_grid(g)
+    cells = grid_cells(spec)
+    assert [c for c, _ in cells] == ["x=1__y=a", "x=1__y=b", "x=2__y=a", "x=2__y=b"]
+    assert cells[3][1] == {"out_dir": "ignored", "x": 2, "y": "b"}
+    assert parse_shard("1/2") == (1, 2)
+    for bad in ("2/2", "x", "1/0"):
+        with pytest.raises(ValueError, match="--shard"):
+            parse_shard(bad)
+    g.write_text("grid: {x: 3}\n")
+    with pytest.raises(ValueError, match="non-empty list"):
+        read_grid(g)
+
+
+def test_batch_shards_cover_every_cell_and_a_failure_spares_the_others(tmp_path):
+    nb = tiny_notebook(tmp_path / "tiny.ipynb")
+    spec = {"fixed": {}, "grid": {"x": [1, 2, 3, 4]}}
+    out = tmp_path / "out"
+    s0 = run_batch(str(nb), spec, out, shard=(0, 2), log=lambda s: None)
+    s1 = run_batch(str(nb), spec, out, shard=(1, 2), log=lambda s: None)
+    assert set(s0) | set(s1) == {"x=1", "x=2", "x=3", "x=4"} and not set(s0) & set(s1)
+    assert s0["x=3"].startswith("failed: ") and "x is 3" in s0["x=3"]
+    assert (out / "x=3" / "FAILED").exists() and not (out / "x=3" / "DONE").exists()
+    for x in (1, 2, 4):
+        assert json.loads((out / f"x={x}" / "value.json").read_text()) == {"x": x}
+        assert (out / f"x={x}" / "DONE").exists() and (out / f"x={x}" / "tiny.ipynb").exists()
+    assert json.loads((out / "batch-status-0of2.json").read_text()) == s0
+    # rerun: finished cells are skipped, the failed one is tried again
+    again = run_batch(str(nb), spec, out, log=lambda s: None)
+    assert again == {"x=1": "skipped", "x=2": "skipped", "x=3": again["x=3"], "x=4": "skipped"}
+    assert again["x=3"].startswith("failed")
+
+
+def test_run_study_checks_parameters_and_saves_the_executed_notebook(tmp_path):
+    nb = tiny_notebook(tmp_path / "tiny.ipynb")
+    out = run_study(str(nb), tmp_path / "o", parameters={"x": 5})
+    assert out == (tmp_path / "o" / "tiny.ipynb").resolve() and out.exists()
+    assert json.loads((tmp_path / "o" / "value.json").read_text()) == {"x": 5}
+    with pytest.raises(ValueError, match="no parameter.*'nope'.*x, out_dir"):
+        run_study(str(nb), tmp_path / "o", parameters={"nope": 1})
+
+
+def test_cli_study_list_and_errors(capsys, tmp_path):
+    assert main(["study", "list"]) == 0
+    names = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    assert names == ["01_lra_transformers", "02_transformers_vs_s4", "03_explicit_priors",
+                     "04_data_scales", "05_text_corpus_pretraining", "06_kernels",
+                     "07_additional_modalities", "08_compute_tied", "09_model_scales"]
+    assert main(["study", "run", "99_nothing", "--out", str(tmp_path)]) == 2
+    assert "no study '99_nothing'" in capsys.readouterr().err
+    nb = tiny_notebook(tmp_path / "tiny.ipynb")
+    g = tmp_path / "g.yaml"
+    g.write_text("grid: {x: [2, 3]}\n")
+    assert main(["study", "batch", str(nb), "--grid", str(g), "--out", str(tmp_path / "b")]) == 1
+    assert "1 ok, 1 failed" in capsys.readouterr().out
