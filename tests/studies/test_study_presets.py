@@ -50,3 +50,13 @@ def test_paper_hyper_parameters_are_the_papers():
     arms = model_scales.paper_arms(3e6)
     assert arms["transformer", "spt"].model.d_model == 256
     assert arms["s4", "spt"].model.d_model == 512
+
+
+def test_width_for_params_picks_the_closest_width():
+    from spt.config import ModelConfig
+    from spt.studies.model_scales import _count, resize, width_for_params
+    base = ModelConfig(d_model=64, n_layers=2, n_heads=2, d_ff=128, max_len=64)
+    cfg, n = width_for_params(base, 50_000)
+    assert cfg.d_model % 16 == 0 and cfg.d_ff == 2 * cfg.d_model and n == _count(cfg, 1, 10)
+    for d in range(16, 400, 16):  # no multiple of 16 is closer to the target
+        assert abs(_count(resize(base, d), 1, 10) - 50_000) >= abs(n - 50_000)
