@@ -48,10 +48,12 @@ class TaskRef:
     def load(self) -> Task:
         if self.name == "digits":
             from ..data.digits import digits_task
-            opts = dict(self.options)
-            if self.fraction != 1.0:
-                opts["fraction"] = self.fraction
-            return digits_task(**opts)
+            from ..data.fractions import nested_subset
+            task = digits_task(**dict(self.options))
+            if self.fraction == 1.0:
+                return task
+            # the nested fraction of the (n_train) training split, as load_task does
+            return Task(task.spec, nested_subset(task.train, self.fraction), task.val, task.test)
         from ..data.tasks import load_task
         if self.root is None:
             raise ValueError(f"task {self.name!r} needs a data root: pass data_root (see `spt data "

@@ -90,7 +90,7 @@ def table(ds: xr.Dataset):
     """Per task and fraction: scratch and SPT accuracy (%), absolute and relative gain. (Fig. 3
     prints no numbers; the paper reports relative gains of up to ~30% at the smallest fractions.)"""
     g = gains(ds)
-    df = g.drop_vars("accuracy").to_dataframe()
+    df = g[["absolute_gain", "relative_gain"]].to_dataframe()
     for i in ("scratch", "spt"):
         df[i] = g["accuracy"].sel(init=i, drop=True).to_series()
     return df[["scratch", "spt", "absolute_gain", "relative_gain"]].round(2)

@@ -63,3 +63,14 @@ def test_workers_give_the_same_results(tmp_path):
     one = run_cells("st", cells(tmp_path / "c1"), tmp_path / "o1", log=lambda s: None)
     two = run_cells("st", cells(tmp_path / "c2"), tmp_path / "o2", workers=2, log=lambda s: None)
     xr.testing.assert_identical(one, two)
+
+
+def test_task_ref_fraction_is_a_nested_subset_of_the_training_split():
+    from spt.studies.arms import TaskRef
+    opts = (("size", 8), ("n_train", 200))
+    full, part = (TaskRef("digits", options=opts).load(),
+                  TaskRef("digits", fraction=0.25, options=opts).load())
+    assert len(full.train) == 200 and len(part.train) == 50
+    assert len(part.val) == len(full.val) and len(part.test) == len(full.test)
+    rows = {tuple(full.train[i]["inputs"].ravel().tolist()) for i in range(200)}
+    assert all(tuple(part.train[i]["inputs"].ravel().tolist()) in rows for i in range(50))

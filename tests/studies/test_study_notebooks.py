@@ -73,6 +73,9 @@ def test_study_run_reuses_finished_cells_and_runs_new_ones(tmp_path):
     name = "04_data_scales"
     assert main(["study", "run", name, "--preset", "smoke", "--out", str(tmp_path)]) == 0
     ds = check_results(name, tmp_path)
+    # each fraction trains on its own nested subset: fewer examples, fewer scratch steps
+    steps = ds.steps.sel(init="scratch", seed=0).squeeze().values
+    assert (np.diff(steps) > 0).all(), f"steps per fraction {steps}"
     files = sorted((tmp_path / name).glob("*.nc"))
     assert len(files) == ds.sizes["fraction"] * ds.sizes["init"] * ds.sizes["seed"]
     stamps = {f: f.stat().st_mtime_ns for f in files}
