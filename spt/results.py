@@ -70,7 +70,7 @@ def combine_results(parts, dims=None) -> xr.Dataset:
             dims |= set(run_config(p).get("coords", {}))
     if dims:
         parts = list(xr.align(*parts, join="outer", exclude=set(dims)))
-    ds = xr.combine_by_coords(parts, join="outer", compat="no_conflicts",
+    ds = xr.combine_by_coords(parts, join="outer", compat="no_conflicts", coords="different",
                               combine_attrs="drop_conflicts")
     ds.attrs.pop("config", None)
     return ds

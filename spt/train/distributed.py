@@ -19,6 +19,7 @@ See docs/distributed.md for launch commands.
 """
 from __future__ import annotations
 
+import atexit
 import os
 from dataclasses import dataclass
 from typing import Optional
@@ -59,6 +60,11 @@ def _env_int(name: str) -> Optional[int]:
                          f"torchrun, do not set it by hand") from None
 
 
+def _destroy_process_group() -> None:
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
 def dist_env(device: str = "auto") -> DistEnv:
     """Detect a torchrun launch and initialise the process group once (idempotent).
 
@@ -77,6 +83,10 @@ def dist_env(device: str = "auto") -> DistEnv:
         if use_cuda:
             torch.cuda.set_device(local)
         dist.init_process_group(backend="nccl" if use_cuda else "gloo")
+        # Tear the group down before the interpreter does: left to static destructors at exit,
+        # gloo's threads can abort the process ("terminate called without an active exception"),
+        # and torchrun then kills the other ranks.
+        atexit.register(_destroy_process_group)
     if dist.get_world_size() != world or dist.get_rank() != rank:
         raise RuntimeError(f"process group (rank {dist.get_rank()}/{dist.get_world_size()}) does "
                            f"not match RANK={rank}, WORLD_SIZE={world}")
