@@ -19,9 +19,9 @@ import numpy as np
 import torch
 import xarray as xr
 
-from ..config import SSMConfig, model_config_to_dict, replace
+from ..config import model_config_to_dict
 from ..models.ssm import SSMEncoder
-from .kernels import find_ssm_encoder
+from .kernels import baseline_encoder, find_ssm_encoder
 
 
 def _abs_per_channel(enc: SSMEncoder, L: int, which: str) -> xr.DataArray:
@@ -58,13 +58,7 @@ def kernel_abs_baseline(model_or_cfg, L: int, seed: int = 0) -> xr.DataArray:
     """Per-channel |K| (layer, channel, lag) of a fresh model with the same config at its structured
     (HiPPO-style) initialisation, drawn with `seed` - the same baseline as
     :func:`spt.analysis.kernel_decay_baseline`."""
-    cfg = model_or_cfg if isinstance(model_or_cfg, SSMConfig) else find_ssm_encoder(model_or_cfg).cfg
-    if cfg.init == "random":
-        cfg = replace(cfg, init=cfg.structured_init)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        enc = SSMEncoder(cfg).eval()
-    return _abs_per_channel(enc, L, "baseline")
+    return _abs_per_channel(baseline_encoder(model_or_cfg, seed), L, "baseline")
 
 
 def kernel_abs_comparison(model: torch.nn.Module, L: int, seed: int = 0) -> xr.Dataset:

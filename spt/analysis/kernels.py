@@ -55,17 +55,23 @@ def kernel_decay(model: torch.nn.Module, L: int) -> xr.DataArray:
         enc.train(was)
 
 
-def kernel_decay_baseline(model_or_cfg, L: int, seed: int = 0) -> xr.DataArray:
-    """K_max of a fresh model with the same config at its structured initialisation (HiPPO-LegS for
-    S4 / S4D-LegS, Lin or Inv as configured for S4D, "omega" for DLR; a random-init config gets its
-    kind's structured default). Random parts of the init (C, dt) are drawn with `seed`."""
+def baseline_encoder(model_or_cfg, seed: int = 0) -> SSMEncoder:
+    """A fresh SSMEncoder (eval mode) with the config of `model_or_cfg` at its structured
+    initialisation (a random-init config gets its kind's structured default), drawn with `seed`
+    without touching the caller's random state: the baseline of the kernel analyses."""
     cfg = model_or_cfg if isinstance(model_or_cfg, SSMConfig) else find_ssm_encoder(model_or_cfg).cfg
     if cfg.init == "random":
         cfg = replace(cfg, init=cfg.structured_init)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        enc = SSMEncoder(cfg).eval()
-    return _decay(enc, L, "baseline")
+        return SSMEncoder(cfg).eval()
+
+
+def kernel_decay_baseline(model_or_cfg, L: int, seed: int = 0) -> xr.DataArray:
+    """K_max of a fresh model with the same config at its structured initialisation (HiPPO-LegS for
+    S4 / S4D-LegS, Lin or Inv as configured for S4D, "omega" for DLR; a random-init config gets its
+    kind's structured default). Random parts of the init (C, dt) are drawn with `seed`."""
+    return _decay(baseline_encoder(model_or_cfg, seed), L, "baseline")
 
 
 def kernel_decay_comparison(model: torch.nn.Module, L: int, seed: int = 0) -> xr.Dataset:
