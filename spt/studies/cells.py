@@ -118,13 +118,14 @@ def run_cells(study: str, cells: Sequence[Cell], out_dir, *, workers: int = 1,
     if len(set(keys)) != len(keys):
         raise ValueError(f"study {study}: two cells have the same coordinates")
     out_dir = Path(out_dir)
-    todo, done = [], 0
+    todo, done = [], {}
     for c in cells:
-        if existing_result(cell_file(out_dir, study, c), c) is None:
+        ds = existing_result(cell_file(out_dir, study, c), c)
+        if ds is None:
             todo.append(c)
         else:
-            done += 1
-    log(f"{study}: {len(cells)} cells, {done} already done, {len(todo)} to run "
+            done[c.key] = ds
+    log(f"{study}: {len(cells)} cells, {len(done)} already done, {len(todo)} to run "
         f"(results in {out_dir / study})")
     run_root = out_dir / study / "runs"
     if workers > 1 and len(todo) > 1:
@@ -140,7 +141,8 @@ def run_cells(study: str, cells: Sequence[Cell], out_dir, *, workers: int = 1,
         for c in todo:
             _run_one(c, cell_file(out_dir, study, c), run_root / c.key, None)
             log(f"  done: {c.key}")
-    parts = [read_result(cell_file(out_dir, study, c)) for c in cells]
+    parts = [done[c.key] if c.key in done else read_result(cell_file(out_dir, study, c))
+             for c in cells]
     return combine(parts, dims)
 
 
