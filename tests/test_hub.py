@@ -91,24 +91,32 @@ def test_weights_missing_is_clear(tmp_path):
         SequenceModel.from_pretrained(tmp_path / "m")
 
 
-def test_export_best_pt_and_load_it_back(tmp_path):
+SMALL = ModelConfig(d_model=16, n_layers=1, n_heads=2, d_ff=32, max_len=64, dropout=0.0)
+SMALL_TRAIN = TrainConfig(epochs=1, batch_size=20, progress=False, device="cpu")
+
+
+def _pretrained_hub_folder(tmp_path):
+    """A tiny masked pretraining run on digit tokens and its export: (task, run result, folder)."""
     from spt.data.digits import digits_task
     from spt.train import pretrain
-    from spt.train.checkpoint import load_backbone
 
     task = digits_task(size=8, n_train=40, val_size=40, test_size=40, tokens=True)
-    cfg = ModelConfig(d_model=16, n_layers=1, n_heads=2, d_ff=32, max_len=64, dropout=0.0)
     obj = ObjectiveConfig(kind="masked", mask_ratio=0.5, loss="ce")
-    tc = TrainConfig(epochs=1, batch_size=20, progress=False, device="cpu")
-    pt = pretrain(task, cfg, obj, tc, tmp_path / "pt")
-    folder = hub.export_checkpoint(pt.best_checkpoint, tmp_path / "hub")
+    pt = pretrain(task, SMALL, obj, SMALL_TRAIN, tmp_path / "pt")
+    return task, pt, hub.export_checkpoint(pt.best_checkpoint, tmp_path / "hub")
+
+
+def test_export_best_pt_and_load_it_back(tmp_path):
+    from spt.train.checkpoint import load_backbone
+
+    task, pt, folder = _pretrained_hub_folder(tmp_path)
     saved = json.loads((folder / "config.json").read_text())
     assert saved["kind"] == "pretraining" and saved["training"]["stage"] == "pretrain"
     ckpt = hub.load_checkpoint(folder)
     for k, v in pt.model.state_dict().items():
         assert torch.equal(ckpt["model"][k], v.cpu()), k
     # the backbone goes into a classifier exactly as from best.pt
-    clf = classifier_model(cfg, task.spec)
+    clf = classifier_model(SMALL, task.spec)
     load_backbone(clf, ckpt)
     for k, v in clf.backbone.state_dict().items():
         assert torch.equal(v, pt.model.backbone.state_dict()[k].cpu()), k
@@ -117,15 +125,10 @@ def test_export_best_pt_and_load_it_back(tmp_path):
 def test_finetune_takes_hub_folder_or_loaded_checkpoint(tmp_path):
     """finetune(task, hub folder | spt.hub.load_checkpoint(...)) — needs spt.train.checkpoint.
     load_checkpoint to accept a dict and a hub folder / repo id (see spt.hub's docstring)."""
-    from spt.data.digits import digits_task
-    from spt.train import finetune, pretrain
+    from spt.train import finetune
 
-    task = digits_task(size=8, n_train=40, val_size=40, test_size=40, tokens=True)
-    cfg = ModelConfig(d_model=16, n_layers=1, n_heads=2, d_ff=32, max_len=64, dropout=0.0)
-    obj = ObjectiveConfig(kind="masked", mask_ratio=0.5, loss="ce")
-    tc = TrainConfig(epochs=1, batch_size=20, progress=False, device="cpu")
-    pt = pretrain(task, cfg, obj, tc, tmp_path / "pt")
-    folder = hub.export_checkpoint(pt.best_checkpoint, tmp_path / "hub")
+    task, pt, folder = _pretrained_hub_folder(tmp_path)
+    tc = SMALL_TRAIN
     a = finetune(task, folder, tc, tmp_path / "ft_folder")
     b = finetune(task, hub.load_checkpoint(folder), tc, tmp_path / "ft_dict")
     c = finetune(task, pt.best_checkpoint, tc, tmp_path / "ft_best")
