@@ -14,7 +14,8 @@ The returned Dataset holds (``<m>`` = accuracy, or r2 for regression tasks):
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Optional, Union
 
@@ -26,7 +27,7 @@ from ..config import (ModelConfig, ObjectiveConfig, SSMConfig, TrainConfig, mode
 from ..data.task import Task
 from ..models.model import count_parameters
 from ..train import finetune, pretrain, train_from_scratch
-from .cells import scalar_dataset
+from .cells import Cell, scalar_dataset
 
 
 @dataclass(frozen=True)
@@ -151,8 +152,5 @@ def arm_cell_config(ref: TaskRef, arm: Arm, seed: int) -> dict:
 
 def arm_cell(coords: dict, ref: TaskRef, arm: Arm, seed: int):
     """A :class:`~spt.studies.cells.Cell` that trains `arm` on `ref` with `seed`."""
-    from functools import partial
-
-    from .cells import Cell
     return Cell(coords=dict(coords), run=partial(arm_cell_run, ref, arm, seed),
                 config=arm_cell_config(ref, arm, seed))

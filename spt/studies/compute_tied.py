@@ -8,14 +8,13 @@ pretrain_curve_*) are Fig. 5's training curves.
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
 
 import xarray as xr
 
 from ..config import replace, ssm_preset, transformer_preset
 from ..paper import TABLE8, TABLE8_BUDGET_EPOCHS
 from .arms import Arm, TaskRef
-from .grid import Entry, GridPreset, need_root, run_grid, scratch_arm, shrink, smoke_train, spt_arm
+from .grid import Entry, GridPreset, grid_runner, need_root, scratch_arm, smoke_arm, spt_arm
 from .lra_transformers import task_ref
 
 STUDY = "08_compute_tied"
@@ -61,12 +60,8 @@ SMOKE_BUDGET = 5
 
 
 def smoke(data_root=None) -> GridPreset:
-    by_model = {}
-    for m, arms in paper_arms("image").items():
-        by_model[m] = {k: replace(a, model=replace(shrink(a.model), max_len=64),
-                                  train=smoke_train(a.train),
-                                  pretrain=smoke_train(a.pretrain) if a.pretrain else None)
-                       for k, a in arms.items()}
+    by_model = {m: {k: smoke_arm(a, 64) for k, a in arms.items()}
+                for m, arms in paper_arms("image").items()}
     ref = TaskRef("digits", options=(("size", 8), ("n_train", 200)))
     return GridPreset("smoke", _entries([("digits", ref, SMOKE_BUDGET, by_model)], SHARES),
                       note=f"CPU smoke run: digits 8x8, a {SMOKE_BUDGET}-epoch budget, 2-layer "
@@ -76,11 +71,7 @@ def smoke(data_root=None) -> GridPreset:
 PRESETS = {"smoke": smoke, "paper": paper}
 
 
-def run(preset: str = "smoke", out_dir="results", *, data_root=None,
-        seeds: Optional[Sequence[int]] = None, workers: int = 1, device: str = "auto") -> xr.Dataset:
-    """Run (or reuse) every cell; returns Dataset (task, model, spt_share, seed)."""
-    return run_grid(STUDY, PRESETS, preset, out_dir, data_root=data_root, seeds=seeds,
-                    workers=workers, device=device)
+run = grid_runner(STUDY, PRESETS, "task, model, spt_share, seed")
 
 
 def table(ds: xr.Dataset):

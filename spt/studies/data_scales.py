@@ -8,14 +8,13 @@ Grid: task x fraction x init x seed; init in {"scratch", "spt"}. The fraction su
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
 
 import xarray as xr
 
 from ..config import replace, ssm_preset
 from ..paper import FIG3_FRACTIONS, FIG3_PRETRAIN_STEPS
 from .arms import TaskRef
-from .grid import Entry, GridPreset, need_root, run_grid, scratch_arm, smoke_arm, spt_arm
+from .grid import Entry, GridPreset, grid_runner, need_root, scratch_arm, smoke_arm, spt_arm
 from .smoke import smoke_data_root
 
 STUDY = "04_data_scales"
@@ -70,11 +69,7 @@ def smoke(data_root=None) -> GridPreset:
 PRESETS = {"smoke": smoke, "paper": paper}
 
 
-def run(preset: str = "smoke", out_dir="results", *, data_root=None,
-        seeds: Optional[Sequence[int]] = None, workers: int = 1, device: str = "auto") -> xr.Dataset:
-    """Run (or reuse) every cell; returns Dataset (task, fraction, init, seed)."""
-    return run_grid(STUDY, PRESETS, preset, out_dir, data_root=data_root, seeds=seeds,
-                    workers=workers, device=device)
+run = grid_runner(STUDY, PRESETS, "task, fraction, init, seed")
 
 
 def gains(ds: xr.Dataset, metric: str = "test_accuracy") -> xr.Dataset:

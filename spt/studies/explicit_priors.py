@@ -7,14 +7,13 @@ Grid: task x model x ssm_init x init x seed; model in {"s4", "dlr"}, ssm_init in
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
 
 import xarray as xr
 
 from ..config import ssm_preset
 from ..paper import TABLE7
 from .arms import TaskRef
-from .grid import Entry, GridPreset, need_root, run_grid, scratch_arm, smoke_arm, spt_arm
+from .grid import Entry, GridPreset, grid_runner, need_root, scratch_arm, smoke_arm, spt_arm
 from .lra_transformers import task_ref
 from .smoke import smoke_data_root
 from .tables import compare_table
@@ -60,11 +59,7 @@ def smoke(data_root=None) -> GridPreset:
 PRESETS = {"smoke": smoke, "paper": paper}
 
 
-def run(preset: str = "smoke", out_dir="results", *, data_root=None,
-        seeds: Optional[Sequence[int]] = None, workers: int = 1, device: str = "auto") -> xr.Dataset:
-    """Run (or reuse) every cell; returns Dataset (task, model, ssm_init, init, seed)."""
-    return run_grid(STUDY, PRESETS, preset, out_dir, data_root=data_root, seeds=seeds,
-                    workers=workers, device=device)
+run = grid_runner(STUDY, PRESETS, "task, model, ssm_init, init, seed")
 
 
 def table(ds: xr.Dataset):

@@ -12,10 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
+import xarray as xr
+
 from ..config import ModelConfig, SSMConfig, TrainConfig, replace
 from ..data.cache import DataMissingError
 from .arms import Arm, TaskRef, arm_cell
-from .cells import Cell
+from .cells import Cell, run_cells
 
 
 @dataclass(frozen=True)
@@ -59,12 +61,11 @@ def need_root(data_root, study: str) -> str:
     return str(data_root)
 
 
-def check_data(entries: Sequence[Entry], study: str) -> None:
+def check_data(refs: Sequence[TaskRef], study: str) -> None:
     """Fail before training if any task's data folder is missing, listing what to run."""
     from ..data.tasks import TASK_DIRS
     missing = {}
-    for e in entries:
-        r = e.ref
+    for r in refs:
         if r.name in TASK_DIRS and r.root is not None and not (Path(r.root) / TASK_DIRS[r.name]).exists():
             missing[r.name] = f"spt data prepare {r.name} --root {r.root}"
     if missing:
@@ -114,17 +115,23 @@ def smoke_arm(arm: Arm, seq_len: int, epochs: int = SMOKE_EPOCHS, **sizes) -> Ar
         pretrain=smoke_train(arm.pretrain, epochs) if arm.pretrain else None)
 
 
-Builder = Callable[..., GridPreset]
+def grid_runner(study: str, presets: dict, dims: str) -> Callable[..., xr.Dataset]:
+    """The `run()` of a grid study: pick the preset, check its data, run (or reuse) its cells.
 
+    dims : the result's grid dims, for the docstring (e.g. "task, init, seed").
+    """
+    def run(preset: str = "smoke", out_dir="results", *, data_root=None,
+            seeds: Optional[Sequence[int]] = None, workers: int = 1,
+            device: str = "auto") -> xr.Dataset:
+        p = pick(presets, preset, study, data_root)
+        check_data([e.ref for e in p.entries], study)
+        print(f"{study} [{p.name}]: {p.note}")
+        return run_cells(study, grid_cells(p, seeds=seeds, device=device), out_dir,
+                         workers=workers)
 
-def run_grid(study: str, presets: dict, preset: str, out_dir, *, data_root=None, seeds=None,
-             workers: int = 1, device: str = "auto"):
-    """The shared `run()` of the grid studies: pick the preset, check its data, run its cells."""
-    from .cells import run_cells
-    p = pick(presets, preset, study, data_root)
-    check_data(p.entries, study)
-    print(f"{study} [{p.name}]: {p.note}")
-    return run_cells(study, grid_cells(p, seeds=seeds, device=device), out_dir, workers=workers)
+    run.__doc__ = (f"Run (or reuse) every cell of study {study} with preset `preset` ('smoke' or "
+                   f"'paper'); returns a Dataset over ({dims}).")
+    return run
 
 
 def spt_arm(preset) -> Arm:

@@ -60,7 +60,6 @@ def cells(preset: str = "smoke", *, data_root=None, seeds=None, device: str = "a
     if preset == "paper":
         root = need_root(data_root, STUDY)
         rows = [(t, task_ref(t, root), ssm_preset(t, "s4")) for t in TASKS]
-        seeds = seeds or (0,)
     elif preset == "smoke":
         root = str(smoke_data_root())
         rows = []
@@ -71,19 +70,16 @@ def cells(preset: str = "smoke", *, data_root=None, seeds=None, device: str = "a
             p = ssm_preset(row, "s4")
             rows.append((name, ref, replace(p, model=replace(shrink(p.model), max_len=L),
                                             pretrain=smoke_train(p.pretrain, epochs=4))))
-        seeds = seeds or (0,)
     else:
         raise ValueError(f"study {STUDY}: unknown preset {preset!r}; choose from smoke, paper")
-    return [_cell(n, ref, p, int(s), device) for n, ref, p in rows for s in seeds]
+    check_data([ref for _, ref, _ in rows], STUDY)  # fail before training, saying what to run
+    return [_cell(n, ref, p, int(s), device) for n, ref, p in rows for s in (seeds or (0,))]
 
 
 def run(preset: str = "smoke", out_dir="results", *, data_root=None,
         seeds: Optional[Sequence[int]] = None, workers: int = 1, device: str = "auto") -> xr.Dataset:
-    """Pretrain (or reuse) and compute kernels; returns Dataset (task, seed, variant, layer, lag)."""
+    """Pretrain (or reuse) and compute kernels; returns Dataset (task, seed, layer, lag)."""
     cs = cells(preset, data_root=data_root, seeds=seeds, device=device)
-    if preset == "paper":
-        from .grid import Entry
-        check_data([Entry((), c.run.args[0], None) for c in cs], STUDY)
     return run_cells(STUDY, cs, out_dir, workers=workers)
 
 

@@ -8,14 +8,13 @@ improving (the paper quotes Tay et al.'s from-scratch numbers; we also train it 
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional, Sequence
 
 import xarray as xr
 
-from ..config import ObjectiveConfig, TrainConfig, replace, transformer_preset
+from ..config import ObjectiveConfig, replace, transformer_preset
 from ..paper import TABLE1
 from .arms import Arm, TaskRef
-from .grid import Entry, GridPreset, need_root, run_grid, smoke_arm
+from .grid import Entry, GridPreset, grid_runner, need_root, smoke_arm
 from .smoke import smoke_data_root
 from .tables import compare_table
 
@@ -83,11 +82,7 @@ def smoke(data_root=None) -> GridPreset:
 PRESETS = {"smoke": smoke, "paper": paper}
 
 
-def run(preset: str = "smoke", out_dir="results", *, data_root=None,
-        seeds: Optional[Sequence[int]] = None, workers: int = 1, device: str = "auto") -> xr.Dataset:
-    """Run (or reuse) every cell of the study; returns Dataset (task, init, seed)."""
-    return run_grid(STUDY, PRESETS, preset, out_dir, data_root=data_root, seeds=seeds,
-                    workers=workers, device=device)
+run = grid_runner(STUDY, PRESETS, "task, init, seed")
 
 
 def table(ds: xr.Dataset):

@@ -11,7 +11,6 @@ Grid: model x size x init x seed; each result also holds ``params`` (the actual 
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Optional, Sequence
 
 import xarray as xr
 
@@ -20,7 +19,7 @@ from ..data.task import TaskSpec
 from ..models.model import classifier_model, count_parameters
 from ..paper import TABLE9
 from .arms import TaskRef
-from .grid import Entry, GridPreset, need_root, run_grid, scratch_arm, shrink, smoke_train, spt_arm
+from .grid import Entry, GridPreset, grid_runner, need_root, scratch_arm, smoke_arm, spt_arm
 from .lra_transformers import task_ref
 
 STUDY = "09_model_scales"
@@ -91,9 +90,8 @@ SMOKE_SIZES = (10e3, 40e3)
 def _smoke_arms(size: float) -> dict:
     out = {}
     for (m, i), arm in paper_arms(3e6).items():
-        model, _ = width_for_params(replace(shrink(arm.model), max_len=64), size)
-        out[m, i] = replace(arm, model=model, train=smoke_train(arm.train),
-                            pretrain=smoke_train(arm.pretrain) if arm.pretrain else None)
+        arm = smoke_arm(arm, 64)
+        out[m, i] = replace(arm, model=width_for_params(arm.model, size)[0])
     return out
 
 
@@ -107,12 +105,7 @@ def smoke(data_root=None) -> GridPreset:
 PRESETS = {"smoke": smoke, "paper": paper}
 
 
-def run(preset: str = "smoke", out_dir="results", *, data_root=None,
-        seeds: Optional[Sequence[int]] = None, workers: int = 1, device: str = "auto") -> xr.Dataset:
-    """Run (or reuse) every cell; returns Dataset (model, size, init, seed) with ``params``."""
-    ds = run_grid(STUDY, PRESETS, preset, out_dir, data_root=data_root, seeds=seeds,
-                  workers=workers, device=device)
-    return ds
+run = grid_runner(STUDY, PRESETS, "model, size, init, seed; each result also holds params")
 
 
 def table(ds: xr.Dataset):

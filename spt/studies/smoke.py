@@ -73,7 +73,7 @@ def write_synthetic_bidmc(root) -> Path:
         y = lo + (hi - lo) * (freq - 1.0) / 7.0
         for split, rows in (("TRAIN", slice(0, SYNTHETIC_BIDMC["n_train"])),
                             ("TEST", slice(SYNTHETIC_BIDMC["n_train"], n_all))):
-            head = [f"#synthetic stand-in written by spt.studies.smoke (not BIDMC data)",
+            head = ["#synthetic stand-in written by spt.studies.smoke (not BIDMC data)",
                     f"@problemName BIDMC32{target}", "@timeStamps false", "@missing false",
                     "@univariate false", "@dimensions 2", "@equalLength true",
                     f"@seriesLength {L}", "@targetLabel true", "@data"]

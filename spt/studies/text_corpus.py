@@ -36,7 +36,7 @@ from ..train.engine import fit
 from ..train.objectives import Supervised
 from .arms import TaskRef, history_curve
 from .cells import Cell, run_cells, scalar_dataset
-from .grid import Entry, check_data, need_root
+from .grid import check_data, need_root
 from .smoke import default_smoke_root, smoke_data_root
 from .tables import compare_table
 
@@ -216,7 +216,7 @@ def run(preset: str = "smoke", out_dir="results", *, data_root=None,
     cs = cells(p, data_root=data_root, seeds=seeds, device=device)
     if p.source != SMOKE_LM:  # fail before training when a task's data folder is missing
         root = need_root(data_root, STUDY)
-        check_data([Entry((), row.ref(root), None) for row in p.tasks], STUDY)
+        check_data([row.ref(root) for row in p.tasks], STUDY)
     return run_cells(STUDY, cs, out_dir, workers=workers)
 
 
