@@ -123,6 +123,35 @@ def test_shards_are_disjoint_and_cover_the_global_batch():
             assert sorted(i for e in ev for ix, w in e if w for i in ix) == list(range(n))
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux /proc")
+def test_exit_waits_for_a_running_thread_and_gives_up_at_the_timeout():
+    """The atexit hook sleeps until other threads stop running (a gloo worker still freeing a
+    finished collective's tensors), and never longer than its timeout."""
+    import hashlib
+    import threading
+    import time
+
+    block = bytes(8 << 20)
+
+    def spin(seconds):  # like a gloo worker: busy in native code, without the GIL
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            hashlib.sha256(block).digest()  # releases the GIL for large buffers
+
+    t = threading.Thread(target=spin, args=(0.4,))
+    t0 = time.monotonic()
+    t.start()
+    D._wait_for_idle_threads(timeout=5.0)
+    assert time.monotonic() - t0 >= 0.4
+    t = threading.Thread(target=spin, args=(3.0,))
+    t0 = time.monotonic()
+    t.start()
+    D._wait_for_idle_threads(timeout=0.5)
+    waited = time.monotonic() - t0
+    t.join()
+    assert 0.5 <= waited < 2.5
+
+
 def test_pretrain_and_finetune_on_two_ranks(tmp_path):
     """The masked-denoising path (masks depend only on seed, epoch and dataset index) and finetuning run under torchrun."""
     _launch(tmp_path, "pretrain")

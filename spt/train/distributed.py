@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import atexit
 import os
+import threading
+import time
 from dataclasses import dataclass
 from typing import Optional
 
@@ -60,9 +62,51 @@ def _env_int(name: str) -> Optional[int]:
                          f"torchrun, do not set it by hand") from None
 
 
+def _busy_threads(task_dir: str, me: int) -> bool:
+    """True when a thread of this process other than `me` is running or runnable (Linux /proc)."""
+    for tid in os.listdir(task_dir):
+        if int(tid) == me:
+            continue
+        try:
+            with open(f"{task_dir}/{tid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue  # the thread ended while we looked
+        if state == "R":
+            return True
+    return False
+
+
+def _wait_for_idle_threads(timeout: float = 5.0, settle: int = 3, poll: float = 0.002) -> None:
+    """Sleep (GIL released) until no other thread of this process has run for `settle` polls.
+
+    Why: a gloo worker thread drops its reference to a finished collective's tensors *after* the
+    caller's ``wait()`` returned. If Python has already dropped its own reference, that tensor's
+    Python object is freed by the worker, which must take the GIL; during interpreter
+    finalization that kills the thread inside a destructor and aborts the whole process
+    ("terminate called without an active exception", pytorch/pytorch#190489), and torchrun then
+    kills every other rank. Under CPU load the worker can be descheduled for many milliseconds, so
+    the exit must wait for it. ``destroy_process_group`` does not join gloo's threads while a DDP
+    reducer still holds the group. Bounded by `timeout`; a no-op where /proc is absent.
+    """
+    task_dir = f"/proc/{os.getpid()}/task"
+    if not os.path.isdir(task_dir):
+        return
+    me, quiet = threading.get_native_id(), 0
+    deadline = time.monotonic() + timeout
+    while quiet < settle and time.monotonic() < deadline:
+        quiet = 0 if _busy_threads(task_dir, me) else quiet + 1
+        time.sleep(poll)
+
+
 def _destroy_process_group() -> None:
+    """atexit: tear the group down and let gloo's workers finish before the interpreter goes.
+
+    No barrier here: a rank leaving on an exception must not wait for ranks that never arrive.
+    """
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+        _wait_for_idle_threads()
 
 
 def dist_env(device: str = "auto") -> DistEnv:
@@ -83,9 +127,8 @@ def dist_env(device: str = "auto") -> DistEnv:
         if use_cuda:
             torch.cuda.set_device(local)
         dist.init_process_group(backend="nccl" if use_cuda else "gloo")
-        # Tear the group down before the interpreter does: left to static destructors at exit,
-        # gloo's threads can abort the process ("terminate called without an active exception"),
-        # and torchrun then kills the other ranks.
+        # Tear the group down, and let gloo's threads drop their last tensors, before the
+        # interpreter finalizes (see _wait_for_idle_threads).
         atexit.register(_destroy_process_group)
     if dist.get_world_size() != world or dist.get_rank() != rank:
         raise RuntimeError(f"process group (rank {dist.get_rank()}/{dist.get_world_size()}) does "
