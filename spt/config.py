@@ -9,11 +9,13 @@ Every run of ``spt`` is described by three objects:
 Presets for the Transformer rows of Table 4 of Amos, Berant & Gupta (ICLR 2024) live in
 :data:`TRANSFORMER_PRESETS`; :func:`transformer_preset` returns the three configs of one row.
 All configs are plain frozen dataclasses: change a field with ``dataclasses.replace``.
+The state-space configs and presets (:class:`SSMConfig`, :func:`ssm_preset`) live in
+:mod:`spt.ssm_config` and are importable from here too.
 """
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal, Optional
 
 Positions = Literal["sinusoidal", "learned", "rotary", "none"]
@@ -166,8 +168,10 @@ class TrainConfig:
                 _check_positive(c, name, v)
 
 
-# Model config classes that checkpoints can be rebuilt from (the SSM configs join this tuple).
-MODEL_CONFIG_TYPES: tuple = (ModelConfig,)
+def model_config_types() -> tuple:
+    """The model config classes a checkpoint can be rebuilt from."""
+    from .ssm_config import SSMConfig
+    return (ModelConfig, SSMConfig)
 
 
 def model_config_to_dict(cfg) -> dict:
@@ -179,11 +183,12 @@ def model_config_from_dict(d: dict):
     """Inverse of :func:`model_config_to_dict` (a dict without "type" is a ModelConfig)."""
     d = dict(d)
     name = d.pop("type", "ModelConfig")
-    for cls in MODEL_CONFIG_TYPES:
+    types = model_config_types()
+    for cls in types:
         if cls.__name__ == name:
             return cls(**d)
     raise ValueError(f"checkpoint has a model config of unknown type {name!r}; known: "
-                     f"{[c.__name__ for c in MODEL_CONFIG_TYPES]}")
+                     f"{[c.__name__ for c in types]}")
 
 
 def replace(cfg, **changes):
@@ -271,190 +276,14 @@ def transformer_preset(task: str, variant: str = "masked") -> Preset:
     return _lookup(TRANSFORMER_PRESETS, task, variant, "Table 4")
 
 
-# ---------------------------------------------------------------------------- state-space models
-SSMKind = Literal["s4", "s4d", "dlr"]
-SSMNorm = Literal["layer", "batch"]
-# Initialisations each kind accepts; the first is its structured default.
-SSM_INITS: dict[str, tuple[str, ...]] = {
-    "s4": ("legs", "random"),                  # HiPPO-LegS in DPLR form (Gu et al. 2022)
-    "s4d": ("legs", "lin", "inv", "random"),   # S4D-LegS / S4D-Lin / S4D-Inv
-    "dlr": ("omega", "random"),                # Gupta et al. 2022's default
-}
-_SSM_DEFAULTS = {  # kind: (SSM-parameter lr, dt_min) as their authors set them
-    "s4": (1e-3, 1e-3), "s4d": (1e-3, 1e-3), "dlr": (1e-4, 1e-4),
-}
+# The SSM half lives in spt/ssm_config.py; its names are importable from here too (resolved on
+# first use, so either module can be imported first).
+_SSM_NAMES = ("SSMKind", "SSMNorm", "SSM_INITS", "SSMConfig", "SSMPreset", "SSM_PRESETS",
+              "ssm_preset")
 
 
-@dataclass(frozen=True)
-class SSMConfig:
-    """A stack of state-space blocks (S4, S4D or DLR): norm -> SSM conv -> GELU -> linear/GLU.
-
-    kind      : "s4" (DPLR, bilinear, Cauchy kernel), "s4d" (diagonal, ZOH), "dlr" (diagonal linear
-                RNN, eq. 3 of the paper: B = 1, learned C).
-    d_model   : width H (number of independent SSM channels); n_layers: depth.
-    d_state   : state size N. S4 / S4D store N/2 conjugate pairs (N must be even); DLR keeps N
-                complex states (its authors use N = 1024).
-    causal    : unidirectional convolution (and a recurrent step mode); otherwise each channel has a
-                forward and a backward kernel.
-    pooling   : finetuning head pooling ("mean" | "max" | "last").
-    max_len   : longest sequence. S4 learns C-tilde for this kernel length and computes its kernel at
-                this length (then truncates), so its kernel does not depend on the batch length.
-    init      : None -> the kind's structured default (see SSM_INITS); "random" draws the stored
-                state-space parameters (Lambda, P, B, C) from N(0, random_std^2) (paper Table 7;
-                dt keeps its log-uniform initialisation).
-    norm      : "layer" or "batch" (batch statistics over real, non-padded positions).
-    prenorm   : normalise inside the residual branch (pre-norm) or after the residual (post-norm).
-    glu       : output projection Linear(H, 2H) + GLU (S4) instead of Linear(H, H) (DLR's code).
-    lr        : learning rate of the state-space parameters, with no weight decay (None -> the
-                authors' value: 1e-3 for S4 / S4D, 1e-4 for DLR). For DLR it covers Lambda and C.
-    dt_min, dt_max : range of the log-uniform step size dt (DLR: range of the damping of Lambda).
-    """
-
-    kind: SSMKind = "s4"
-    d_model: int = 64
-    n_layers: int = 4
-    d_state: int = 64
-    dropout: float = 0.0
-    causal: bool = False
-    pooling: Pooling = "mean"
-    max_len: int = 1024
-    init: Optional[str] = None
-    norm: SSMNorm = "layer"
-    prenorm: bool = True
-    glu: bool = True
-    lr: Optional[float] = None
-    dt_min: Optional[float] = None
-    dt_max: float = 0.1
-    random_std: float = 0.1
-
-    def __post_init__(self):
-        c = "SSMConfig"
-        _check_choice(c, "kind", self.kind, SSMKind.__args__)
-        for name in ("d_model", "n_layers", "d_state", "max_len", "dt_max", "random_std"):
-            _check_positive(c, name, getattr(self, name))
-        if self.kind in ("s4", "s4d") and self.d_state % 2:
-            raise ValueError(f"{c}.d_state must be even for {self.kind} (conjugate pairs), "
-                             f"got {self.d_state}")
-        _check_choice(c, "pooling", self.pooling, Pooling.__args__)
-        _check_choice(c, "norm", self.norm, SSMNorm.__args__)
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"{c}.dropout must be in [0, 1)")
-        lr, dt_min = _SSM_DEFAULTS[self.kind]
-        if self.init is None:
-            object.__setattr__(self, "init", SSM_INITS[self.kind][0])
-        if self.lr is None:
-            object.__setattr__(self, "lr", lr)
-        if self.dt_min is None:
-            object.__setattr__(self, "dt_min", dt_min)
-        _check_choice(c, f"init (for kind={self.kind!r})", self.init, SSM_INITS[self.kind])
-        _check_positive(c, "lr", self.lr)
-        _check_positive(c, "dt_min", self.dt_min)
-        if self.dt_min > self.dt_max:
-            raise ValueError(f"{c}: dt_min={self.dt_min} > dt_max={self.dt_max}")
-
-    @property
-    def structured_init(self) -> str:
-        """The kind's structured (HiPPO-style) initialisation: the baseline of the kernel analysis."""
-        return SSM_INITS[self.kind][0]
-
-
-MODEL_CONFIG_TYPES = MODEL_CONFIG_TYPES + (SSMConfig,)
-
-
-@dataclass(frozen=True)
-class SSMPreset:
-    """One SSM row of the paper: model, SPT objective, pretrain / finetune settings (Table 5) and the
-    from-scratch training settings (Table 5 rows without SPT; for HiPPO S4, Gu et al. 2022)."""
-
-    model: SSMConfig
-    objective: ObjectiveConfig
-    pretrain: TrainConfig
-    finetune: TrainConfig
-    scratch: TrainConfig
-    source: str
-
-
-# Sizes of the S4 models. C.1.2 points at Gu et al. (2022a), App. D.2, Table 11; the values below are
-# the configs that reproduce that paper in the public S4 code (state-spaces/s4,
-# configs/experiment/lra/old/s4-lra-*.yaml, "V1 = ICLR 2022"): depth, width, prenorm, dropout,
-# weight decay, and the from-scratch (lr, batch size, epochs). N = 64 everywhere, dt in [1e-3, 0.1]
-# (PathX: [1e-4, 0.1]), SSM lr 1e-3. Those configs use BatchNorm except Image (Table 11: LayerNorm).
-# task: (layers, width, prenorm, dropout, wd, norm, max_len, pooling, mask ratio, PT loss,
-#        scratch (lr, bsz, epochs), dt_min)
-_S4_SIZES = {
-    "listops": (6, 128, False, 0.0, 0.01, "batch", 2048, "mean", 0.1, "ce", (1e-2, 50, 50), 1e-3),
-    "text": (4, 128, True, 0.0, 0.0, "batch", 4096, "mean", 0.15, "ce", (1e-2, 50, 40), 1e-3),
-    "retrieval": (6, 256, True, 0.0, 0.0, "batch", 4096, "mean", 0.15, "ce", (2e-3, 64, 25), 1e-3),
-    "image": (6, 512, False, 0.2, 0.01, "layer", 1024, "mean", 0.5, "l1", (4e-3, 50, 100), 1e-3),
-    "pathfinder": (6, 256, True, 0.1, 0.0, "batch", 1024, "mean", 0.5, "ce", (4e-3, 100, 200), 1e-3),
-    # C.1.3: max pooling on PathX.
-    "pathx": (6, 256, True, 0.0, 0.0, "batch", 16384, "max", 0.5, "ce", (5e-4, 32, 100), 1e-4),
-}
-
-# Table 5, "(FT-LR, FT-BSZ, PT-LR, PT-BSZ)"; rows without SPT give (LR, BSZ) of the from-scratch run.
-# Two cells print three numbers ("S4 + Rand Init + SPT", Text: "1e-3,16,32"; "DLR + Rand Init + SPT",
-# Image: "1e-3,64,32"); we read them as (FT-LR, FT-BSZ, PT-BSZ) with PT-LR = FT-LR (an assumption).
-_TABLE5 = {
-    ("s4", "spt"): {"listops": (1e-3, 16, 1e-3, 128), "text": (5e-4, 16, 5e-4, 8),
-                    "retrieval": (5e-4, 256, 5e-4, 8), "image": (1e-3, 512, 1e-3, 32),
-                    "pathfinder": (1e-3, 64, 1e-3, 8), "pathx": (1e-3, 64, 1e-3, 8)},
-    ("s4_random", "spt"): {"listops": (1e-3, 16, 1e-3, 32), "text": (1e-3, 16, 1e-3, 32),
-                           "image": (5e-4, 64, 1e-3, 32), "pathx": (5e-4, 16, 1e-3, 4)},
-    ("s4_random", "scratch"): {"listops": (5e-4, 16), "text": (1e-3, 16), "image": (1e-4, 128),
-                               "pathx": (5e-4, 16)},
-    ("dlr_random", "spt"): {"listops": (5e-4, 64, 5e-4, 32), "text": (5e-4, 16, 5e-4, 8),
-                            "image": (1e-3, 64, 1e-3, 32), "pathx": (5e-4, 16, 5e-4, 8)},
-    ("dlr_random", "scratch"): {"listops": (1e-4, 16), "text": (1e-3, 16), "image": (1e-3, 16),
-                                "pathx": (5e-4, 64)},
-    ("dlr", "spt"): {"listops": (5e-4, 16, 1e-3, 128), "text": (1e-3, 16, 5e-4, 8),
-                     "image": (1e-3, 64, 1e-3, 32), "pathx": (5e-4, 64, 5e-4, 8)},
-    ("dlr", "scratch"): {"listops": (5e-4, 16), "text": (5e-4, 16), "image": (5e-4, 64),
-                         "pathx": (5e-4, 64)},
-}
-
-
-def _ssm_row(task: str, variant: str) -> SSMPreset:
-    (layers, width, prenorm, dropout, wd, norm, max_len, pooling, ratio, loss, scratch,
-     dt_min) = _S4_SIZES[task]
-    kind = "dlr" if variant.startswith("dlr") else "s4"
-    init = "random" if variant.endswith("random") else None
-    if kind == "dlr":  # C.1.3: DLR's own layer defaults (N = 1024), LayerNorm, S4's sizes and wd
-        model = SSMConfig(kind="dlr", d_model=width, n_layers=layers, d_state=1024,
-                          dropout=dropout, pooling=pooling, max_len=max_len, init=init,
-                          norm="layer", prenorm=prenorm, glu=False)
-    else:
-        model = SSMConfig(kind="s4", d_model=width, n_layers=layers, d_state=64, dropout=dropout,
-                          pooling=pooling, max_len=max_len, init=init, norm=norm, prenorm=prenorm,
-                          dt_min=dt_min)
-    ft_lr, ft_bsz, pt_lr, pt_bsz = _TABLE5[(variant, "spt")][task]
-    if variant == "s4":
-        s_lr, s_bsz, s_epochs = scratch
-        scratch_cfg = TrainConfig(lr=s_lr, batch_size=s_bsz, weight_decay=wd, epochs=s_epochs,
-                                  patience=10)
-        source = ("Amos, Berant & Gupta (ICLR 2024), Table 5 (S4 + SPT); from-scratch and sizes: "
-                  "Gu et al. 2022 via state-spaces/s4 configs/experiment/lra/old")
-    else:
-        s_lr, s_bsz = _TABLE5[(variant, "scratch")][task]
-        scratch_cfg = TrainConfig(lr=s_lr, batch_size=s_bsz, weight_decay=wd, epochs=200,
-                                  patience=10)
-        source = "Amos, Berant & Gupta (ICLR 2024), Table 5 and C.1.3; sizes as S4 (C.1.2)"
-    return SSMPreset(
-        model=model,
-        objective=ObjectiveConfig(kind="masked", mask_ratio=ratio, loss=loss),
-        pretrain=TrainConfig(lr=pt_lr, batch_size=pt_bsz, weight_decay=wd, epochs=200),
-        finetune=TrainConfig(lr=ft_lr, batch_size=ft_bsz, weight_decay=wd, epochs=200, patience=10),
-        scratch=scratch_cfg, source=source)
-
-
-# Keys (task, variant): variant "s4" (HiPPO S4, all six LRA tasks), "s4_random", "dlr",
-# "dlr_random" (Table 7: ListOps, Text, Image, PathX). All bidirectional with masked SPT.
-SSM_PRESETS: dict[tuple[str, str], SSMPreset] = {
-    (task, variant): _ssm_row(task, variant)
-    for variant in ("s4", "s4_random", "dlr", "dlr_random")
-    for task in _TABLE5[(variant, "spt")]
-}
-
-
-def ssm_preset(task: str, variant: str = "s4") -> SSMPreset:
-    """The S4 / DLR row for (task, variant); a clear error lists the rows that exist."""
-    return _lookup(SSM_PRESETS, task, variant, "SSM")
+def __getattr__(name: str):
+    if name in _SSM_NAMES:
+        from . import ssm_config
+        return getattr(ssm_config, name)
+    raise AttributeError(f"module 'spt.config' has no attribute {name!r}")

@@ -210,6 +210,25 @@ def test_config_validation_defaults_and_checkpoint_round_trip():
     assert isinstance(build_layers(dlr), SSMEncoder)
 
 
+@pytest.mark.parametrize("first", ["spt.ssm_config", "spt.config"])
+def test_ssm_configs_import_from_either_module_in_either_order(first):
+    """spt/ssm_config.py holds the SSM half; spt.config re-exports it without an import cycle, and a
+    checkpoint's model config is rebuilt whichever module a fresh interpreter imported first."""
+    import subprocess
+    import sys
+    code = (f"import {first}\n"
+            "from spt.config import SSMConfig, ssm_preset, model_config_from_dict as f, "
+            "model_config_to_dict as t\n"
+            "import spt.ssm_config as s\n"
+            "assert SSMConfig is s.SSMConfig and ssm_preset is s.ssm_preset\n"
+            "c = SSMConfig(kind='s4d')\n"
+            "assert f(t(c)) == c\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
+    with pytest.raises(AttributeError, match="spt.config.*no_such"):
+        import spt.config
+        spt.config.no_such
+
+
 def test_presets_follow_table5():
     p = ssm_preset("listops", "s4")
     assert (p.finetune.lr, p.finetune.batch_size, p.pretrain.lr, p.pretrain.batch_size) == \
