@@ -30,6 +30,23 @@ class Explorer:
         self.lines: dict = {}
         self.status = W.HTML()
 
+    def _extra_dims(self, ds, shown) -> list:
+        """One dropdown per dim of `ds` that the explorer does not show and that has more than
+        one value (e.g. ``ssm_init``, ``spt_share``): "mean" (averaged over, the default) or one
+        of its values. Stored in ``self.widgets`` under the dim's name; returns them as a row."""
+        from ._data import values
+        self._extra = [d for d in ds.dims if d not in shown and ds.sizes[d] > 1]
+        for d in self._extra:
+            self.widgets[d] = W.Dropdown(options=["mean"] + values(ds, d), value="mean",
+                                         description=d)
+        return [self.widgets[d] for d in self._extra]
+
+    def _extra_selection(self) -> tuple[dict, list]:
+        """({dim: chosen value} for the extra dims set to a value, [extra dims averaged over])."""
+        chosen = {d: self.widgets[d].value for d in getattr(self, "_extra", [])
+                  if self.widgets[d].value != "mean"}
+        return chosen, [d for d in getattr(self, "_extra", []) if d not in chosen]
+
     def _finish(self, rows: list) -> None:
         """Lay out the control rows, draw the first state, and watch every control."""
         self.box = W.VBox([*(W.HBox(r, layout=W.Layout(flex_flow="row wrap")) for r in rows),

@@ -7,7 +7,8 @@
     tr.widgets["curve"].value = "curve_train_loss"
 
 Both expect the study layout: metrics over (init[, task, model, fraction, seed]) with init in
-{"scratch", "spt"}; curves ``curve_*`` over (..., init, seed, epoch). Dims not shown are averaged.
+{"scratch", "spt"}; curves ``curve_*`` over (..., init, seed, epoch). Any other dim with more
+than one value (``ssm_init``, ``spt_share``, ...) gets a dropdown: "mean" (averaged) or one value.
 """
 from __future__ import annotations
 
@@ -41,7 +42,8 @@ def _load(src, sample: str, what: str):
 
 
 class DataScalesExplorer(Explorer):
-    """Widgets: task, model, metric, gain ("relative" | "absolute"), xscale.
+    """Widgets: task, model, metric, gain ("relative" | "absolute"), xscale, and one dropdown per
+    other dim of the results ("mean" or a value).
 
     lines: "scratch", "spt" (left, mean over seeds), "gain" (right); ``self.dots`` holds the
     per-seed scatter collections by the same names. axes: (absolute, gain).
@@ -79,13 +81,16 @@ class DataScalesExplorer(Explorer):
         self.axes[0].legend(fontsize=8)
         self.axes[0].set_xlabel("fraction of training data")
         self.axes[1].set_xlabel("fraction of training data")
-        self._finish([[w["task"], w["model"], w["metric"]], [w["gain"], w["xscale"]]])
+        extra = self._extra_dims(ds, ("task", "model", "fraction", "init", "seed"))
+        self._finish([[w["task"], w["model"], w["metric"]], [w["gain"], w["xscale"]]]
+                     + ([extra] if extra else []))
 
     def update(self) -> None:
         w, ds = self.widgets, self.data
         m = w["metric"].value
+        chosen, averaged = self._extra_selection()
         da = pct(reduce_to(ds[m], ("task", "model", "fraction", "init", "seed"),
-                           {"task": w["task"].value, "model": w["model"].value}), m)
+                           {"task": w["task"].value, "model": w["model"].value, **chosen}), m)
         da = da.transpose("init", "fraction", "seed")
         x = da.fraction.values
         n_seed = da.sizes["seed"]
@@ -108,13 +113,15 @@ class DataScalesExplorer(Explorer):
             ax.relim()
             ax.update_datalim(np.c_[x, np.zeros_like(x)] if ax is self.axes[1] else np.empty((0, 2)))
             ax.autoscale_view()
-        self.status.value = f"{n_seed} seed(s) per point; line: mean, dots: seeds"
+        self.status.value = (f"{n_seed} seed(s) per point; line: mean, dots: seeds"
+                             + _averaged_note(averaged, chosen))
         self.host.redraw()
 
 
 class TrainingExplorer(Explorer):
     """Widgets: task, model, fraction (when the results have one), seed ("mean" or a seed),
-    curve (a curve_* variable), yscale. lines: "scratch", "spt" over epoch."""
+    curve (a curve_* variable), yscale, and one dropdown per other dim ("mean" or a value).
+    lines: "scratch", "spt" over epoch."""
 
     def __init__(self, results=None, interactive: Optional[bool] = None):
         super().__init__(figsize=(8, 3.6), interactive=interactive)
@@ -145,18 +152,20 @@ class TrainingExplorer(Explorer):
                                              else "-", color=INIT_COLORS[init], label=label)
         self.ax.set_xlabel("epoch")
         self.ax.legend(fontsize=8)
+        extra = self._extra_dims(ds, ("task", "model", "fraction", "init", "seed", "epoch"))
         self._finish([[w["task"], w["model"], w["fraction"], w["seed"]], [w["curve"]],
-                      [w["yscale"]]])
+                      [w["yscale"]]] + ([extra] if extra else []))
 
     def update(self) -> None:
         w, ds = self.widgets, self.data
         c = w["curve"].value
+        chosen, averaged = self._extra_selection()
         sel = {"task": w["task"].value, "model": w["model"].value, "fraction": w["fraction"].value}
         keep = ("task", "model", "fraction", "init", "epoch") + (() if w["seed"].value == "mean"
                                                                  else ("seed",))
         if w["seed"].value != "mean":
             sel["seed"] = w["seed"].value
-        da = reduce_to(ds[c], keep, sel)
+        da = reduce_to(ds[c], keep, {**sel, **chosen})
         scale = 100 if c.endswith("accuracy") else 1
         for init in ("scratch", "spt"):
             self.lines[init].set_data(da.epoch.values, da.sel(init=init).values * scale)
@@ -168,8 +177,14 @@ class TrainingExplorer(Explorer):
         self.ax.set_title(f"{sel['task']} / {sel['model']}, fraction {sel['fraction']:g}: "
                           f"{CURVE_LABELS.get(c, c)} ({who})", fontsize=10)
         n = np.isfinite(da.sel(init="spt").values).sum(), np.isfinite(da.sel(init="scratch").values).sum()
-        self.status.value = f"epochs with data: SPT finetuning {n[0]}, scratch {n[1]}"
+        self.status.value = (f"epochs with data: SPT finetuning {n[0]}, scratch {n[1]}"
+                             + _averaged_note(averaged, chosen))
         self.host.redraw()
+
+
+def _averaged_note(averaged: list, chosen: dict) -> str:
+    parts = [f"{d} = {v}" for d, v in chosen.items()] + [f"mean over {d}" for d in averaged]
+    return ("; " + ", ".join(parts)) if parts else ""
 
 
 def explore_data_scales(results=None, interactive: Optional[bool] = None) -> DataScalesExplorer:

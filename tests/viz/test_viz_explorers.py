@@ -140,6 +140,29 @@ def test_training_explorer():
         explore_training(study({"init": INIT, "seed": [0]}))
 
 
+def test_result_explorers_offer_a_dropdown_for_every_other_dim():
+    """Dims an explorer does not plot (ssm_init, spt_share) are "mean" by default and can be set
+    to one value; a size-1 dim gets no dropdown."""
+    ds = study({"model": ["s4"], "fraction": [0.1, 1.0], "ssm_init": ["legs", "random"],
+                "spt_share": [0.5], "init": INIT, "seed": [0, 1]}, curves=True)
+    ex = explore_data_scales(ds)
+    w = ex.widgets
+    assert w["ssm_init"].options == ("mean", "legs", "random") and "spt_share" not in w
+    acc = ds.test_accuracy.sel(model="s4", spt_share=0.5, init="spt") * 100
+    np.testing.assert_allclose(ex.lines["spt"].get_ydata(), acc.mean(["ssm_init", "seed"]))
+    assert "mean over ssm_init" in ex.status.value
+    w["ssm_init"].value = "random"
+    np.testing.assert_allclose(ex.lines["spt"].get_ydata(),
+                               acc.sel(ssm_init="random").mean("seed"))
+    assert "ssm_init = random" in ex.status.value
+    tr = explore_training(ds)
+    cur = ds.curve_val_accuracy.sel(model="s4", spt_share=0.5, fraction=0.1, init="scratch") * 100
+    np.testing.assert_allclose(tr.lines["scratch"].get_ydata(), cur.mean(["ssm_init", "seed"]))
+    tr.widgets["ssm_init"].value = "legs"
+    tr.widgets["seed"].value = 1
+    np.testing.assert_allclose(tr.lines["scratch"].get_ydata(), cur.sel(ssm_init="legs", seed=1))
+
+
 def test_explorers_open_on_the_shipped_samples():
     ex = explore_kernels()
     assert ex.widgets["stat"].options == ("max", "quantiles")
