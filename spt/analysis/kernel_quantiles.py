@@ -12,30 +12,19 @@ keep the channel axis so that the median or other quantiles over channels can be
 """
 from __future__ import annotations
 
-import json
 from typing import Sequence
 
 import numpy as np
 import torch
 import xarray as xr
 
-from ..config import model_config_to_dict
 from ..models.ssm import SSMEncoder
-from .kernels import baseline_encoder, find_ssm_encoder
+from .kernels import abs_kernels, baseline_encoder, kernel_array, model_and_baseline, of_model
 
 
 def _abs_per_channel(enc: SSMEncoder, L: int, which: str) -> xr.DataArray:
-    with torch.no_grad():
-        # each kernel: (n_dir, H, L) -> max over directions -> (H, L); stacked: (layer, H, L)
-        a = np.stack([k.abs().amax(dim=0).cpu().numpy() for k in enc.kernels(L)])
-    cfg = enc.cfg
-    return xr.DataArray(
-        a, dims=("layer", "channel", "lag"),
-        coords={"layer": np.arange(a.shape[0]), "channel": np.arange(a.shape[1]),
-                "lag": np.arange(L)}, name="K_abs",
-        attrs={"which": which, "kind": cfg.kind, "init": cfg.init,
-               "long_name": "max over directions of |K| per channel",
-               "config": json.dumps(model_config_to_dict(cfg))})
+    return kernel_array(abs_kernels(enc, L), ("layer", "channel", "lag"), "K_abs",
+                        "max over directions of |K| per channel", enc, which)
 
 
 def kernel_abs(model: torch.nn.Module, L: int) -> xr.DataArray:
@@ -45,13 +34,7 @@ def kernel_abs(model: torch.nn.Module, L: int) -> xr.DataArray:
     L     : kernel length (at most the config's max_len for S4).
     Returns a DataArray (layer, channel, lag) of shape (n_layers, d_model, L).
     """
-    enc = find_ssm_encoder(model)
-    was = enc.training
-    enc.eval()
-    try:
-        return _abs_per_channel(enc, L, "model")
-    finally:
-        enc.train(was)
+    return of_model(model, lambda enc: _abs_per_channel(enc, L, "model"))
 
 
 def kernel_abs_baseline(model_or_cfg, L: int, seed: int = 0) -> xr.DataArray:
@@ -63,10 +46,7 @@ def kernel_abs_baseline(model_or_cfg, L: int, seed: int = 0) -> xr.DataArray:
 
 def kernel_abs_comparison(model: torch.nn.Module, L: int, seed: int = 0) -> xr.Dataset:
     """Dataset with "model" and "baseline", each per-channel |K| over (layer, channel, lag)."""
-    a, b = kernel_abs(model, L), kernel_abs_baseline(model, L, seed)
-    ds = xr.Dataset({"model": a, "baseline": b})
-    ds.attrs = {"kind": a.attrs["kind"], "config": a.attrs["config"], "baseline_init": b.attrs["init"]}
-    return ds
+    return model_and_baseline(kernel_abs(model, L), kernel_abs_baseline(model, L, seed))
 
 
 def kernel_channel_quantiles(k_abs: xr.DataArray, q: Sequence[float] | float) -> xr.DataArray:

@@ -33,26 +33,48 @@ def find_ssm_encoder(model: torch.nn.Module) -> SSMEncoder:
                     f"S4, S4D or DLR model (built from an SSMConfig)")
 
 
-def _decay(enc: SSMEncoder, L: int, which: str) -> xr.DataArray:
-    kmax = np.stack([k.abs().amax(dim=(0, 1)).cpu().numpy() for k in enc.kernels(L)])
+def abs_kernels(enc: SSMEncoder, L: int) -> np.ndarray:
+    """(layer, channel, lag): max over directions of |K| of each layer's length-L kernels."""
+    with torch.no_grad():
+        return np.stack([k.abs().amax(dim=0).cpu().numpy() for k in enc.kernels(L)])
+
+
+def kernel_array(values: np.ndarray, dims: tuple, name: str, long_name: str, enc: SSMEncoder,
+                 which: str) -> xr.DataArray:
+    """`values` over `dims` (coords 0..n-1 each) with the encoder's kind, init and config."""
     cfg = enc.cfg
     return xr.DataArray(
-        kmax, dims=("layer", "lag"),
-        coords={"layer": np.arange(kmax.shape[0]), "lag": np.arange(L)}, name="K_max",
-        attrs={"which": which, "kind": cfg.kind, "init": cfg.init,
-               "long_name": "max over channels and directions of |K|",
-               "config": json.dumps(model_config_to_dict(cfg))})
+        values, dims=dims, coords={d: np.arange(n) for d, n in zip(dims, values.shape)},
+        name=name, attrs={"which": which, "kind": cfg.kind, "init": cfg.init,
+                          "long_name": long_name, "config": json.dumps(model_config_to_dict(cfg))})
 
 
-def kernel_decay(model: torch.nn.Module, L: int) -> xr.DataArray:
-    """K_max of the model's current kernels: DataArray (layer, lag) of length-L kernels."""
+def of_model(model: torch.nn.Module, fn):
+    """fn(encoder) on the SSMEncoder of `model` in eval mode; the encoder's mode is restored."""
     enc = find_ssm_encoder(model)
     was = enc.training
     enc.eval()
     try:
-        return _decay(enc, L, "model")
+        return fn(enc)
     finally:
         enc.train(was)
+
+
+def model_and_baseline(a: xr.DataArray, b: xr.DataArray) -> xr.Dataset:
+    """Dataset {"model": a, "baseline": b} with the kind, config and baseline init as attrs."""
+    ds = xr.Dataset({"model": a, "baseline": b})
+    ds.attrs = {"kind": a.attrs["kind"], "config": a.attrs["config"], "baseline_init": b.attrs["init"]}
+    return ds
+
+
+def _decay(enc: SSMEncoder, L: int, which: str) -> xr.DataArray:
+    return kernel_array(abs_kernels(enc, L).max(axis=1), ("layer", "lag"), "K_max",
+                        "max over channels and directions of |K|", enc, which)
+
+
+def kernel_decay(model: torch.nn.Module, L: int) -> xr.DataArray:
+    """K_max of the model's current kernels: DataArray (layer, lag) of length-L kernels."""
+    return of_model(model, lambda enc: _decay(enc, L, "model"))
 
 
 def baseline_encoder(model_or_cfg, seed: int = 0) -> SSMEncoder:
@@ -76,7 +98,4 @@ def kernel_decay_baseline(model_or_cfg, L: int, seed: int = 0) -> xr.DataArray:
 
 def kernel_decay_comparison(model: torch.nn.Module, L: int, seed: int = 0) -> xr.Dataset:
     """Dataset with variables "model" and "baseline" (each K_max over (layer, lag))."""
-    a, b = kernel_decay(model, L), kernel_decay_baseline(model, L, seed)
-    ds = xr.Dataset({"model": a, "baseline": b})
-    ds.attrs = {"kind": a.attrs["kind"], "config": a.attrs["config"], "baseline_init": b.attrs["init"]}
-    return ds
+    return model_and_baseline(kernel_decay(model, L), kernel_decay_baseline(model, L, seed))
