@@ -13,8 +13,9 @@ import xarray as xr
 
 from ..config import replace, ssm_preset, transformer_preset
 from ..paper import TABLE8, TABLE8_BUDGET_EPOCHS
-from .arms import Arm, TaskRef
-from .grid import Entry, GridPreset, grid_runner, need_root, scratch_arm, smoke_arm, spt_arm
+from .arms import Arm
+from .grid import (Entry, GridPreset, grid_runner, need_root, scratch_arm, smoke_arm, smoke_digits,
+                   spt_arm)
 from .lra_transformers import task_ref
 
 STUDY = "08_compute_tied"
@@ -62,7 +63,7 @@ SMOKE_BUDGET = 5
 def smoke(data_root=None) -> GridPreset:
     by_model = {m: {k: smoke_arm(a, 64) for k, a in arms.items()}
                 for m, arms in paper_arms("image").items()}
-    ref = TaskRef("digits", options=(("size", 8), ("n_train", 200)))
+    ref = smoke_digits()
     return GridPreset("smoke", _entries([("digits", ref, SMOKE_BUDGET, by_model)], SHARES),
                       note=f"CPU smoke run: digits 8x8, a {SMOKE_BUDGET}-epoch budget, 2-layer "
                            f"models; checks the pipeline, not the paper's numbers")

@@ -14,7 +14,8 @@ import xarray as xr
 from ..config import replace, ssm_preset
 from ..paper import FIG3_FRACTIONS, FIG3_PRETRAIN_STEPS
 from .arms import TaskRef
-from .grid import Entry, GridPreset, grid_runner, need_root, scratch_arm, smoke_arm, spt_arm
+from .grid import (Entry, GridPreset, grid_runner, need_root, scratch_arm, smoke_arm, smoke_digits,
+                   spt_arm)
 from .smoke import smoke_data_root
 
 STUDY = "04_data_scales"
@@ -54,7 +55,7 @@ def smoke(data_root=None) -> GridPreset:
     smoke_data_root()
     entries = []
     for f in SMOKE_FRACTIONS:
-        ref = TaskRef("digits", fraction=f, options=(("size", 8), ("n_train", 400)))
+        ref = smoke_digits(400, fraction=f)
         for i, arm in paper_arms("image").items():
             arm = smoke_arm(arm, 64, epochs=4)
             if arm.pretrain is not None:

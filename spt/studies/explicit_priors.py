@@ -12,8 +12,8 @@ import xarray as xr
 
 from ..config import ssm_preset
 from ..paper import TABLE7
-from .arms import TaskRef
-from .grid import Entry, GridPreset, grid_runner, need_root, scratch_arm, smoke_arm, spt_arm
+from .grid import (Entry, GridPreset, grid_runner, need_root, scratch_arm, smoke_arm, smoke_digits,
+                   smoke_listops, spt_arm)
 from .lra_transformers import task_ref
 from .smoke import smoke_data_root
 from .tables import compare_table
@@ -48,9 +48,9 @@ def paper(data_root=None) -> GridPreset:
 
 def smoke(data_root=None) -> GridPreset:
     root = str(smoke_data_root())
-    tasks = [("listops", TaskRef("listops", root=root, options=(("seq_len", 128),)),
+    tasks = [("listops", smoke_listops(root),
               {k: smoke_arm(a, 128) for k, a in paper_arms("listops").items()}),
-             ("digits", TaskRef("digits", options=(("size", 8), ("n_train", 200))),
+             ("digits", smoke_digits(),
               {k: smoke_arm(a, 64) for k, a in paper_arms("image").items()})]
     return GridPreset("smoke", _entries(tasks), note="CPU smoke run: 2-layer S4 / DLR, 3 epochs, "
                       "generated ListOps and digits 8x8 for Image; checks the pipeline only")

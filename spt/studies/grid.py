@@ -115,6 +115,16 @@ def smoke_arm(arm: Arm, seq_len: int, epochs: int = SMOKE_EPOCHS, **sizes) -> Ar
         pretrain=smoke_train(arm.pretrain, epochs) if arm.pretrain else None)
 
 
+def smoke_listops(root) -> TaskRef:
+    """The smoke ListOps: generated short ListOps under `root` (smoke_data_root), 128 tokens."""
+    return TaskRef("listops", root=root, options=(("seq_len", 128),))
+
+
+def smoke_digits(n_train: int = 200, fraction: float = 1.0) -> TaskRef:
+    """The smoke stand-in for the image tasks: the embedded 8x8 digits (64 pixels, no data root)."""
+    return TaskRef("digits", fraction=fraction, options=(("size", 8), ("n_train", n_train)))
+
+
 def grid_runner(study: str, presets: dict, dims: str) -> Callable[..., xr.Dataset]:
     """The `run()` of a grid study: pick the preset, check its data, run (or reuse) its cells.
 

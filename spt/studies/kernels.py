@@ -22,7 +22,7 @@ from ..config import model_config_to_dict, replace, ssm_preset, to_dict
 from ..train import pretrain
 from .arms import TaskRef
 from .cells import Cell, run_cells
-from .grid import check_data, need_root, shrink, smoke_train
+from .grid import check_data, need_root, shrink, smoke_digits, smoke_listops, smoke_train
 from .lra_transformers import task_ref
 from .smoke import smoke_data_root
 
@@ -64,8 +64,8 @@ def cells(preset: str = "smoke", *, data_root=None, seeds=None, device: str = "a
         root = str(smoke_data_root())
         rows = []
         for name, row, ref, L in (
-                ("digits", "image", TaskRef("digits", options=(("size", 8), ("n_train", 300))), 64),
-                ("listops", "listops", TaskRef("listops", root=root, options=(("seq_len", 128),)),
+                ("digits", "image", smoke_digits(300), 64),
+                ("listops", "listops", smoke_listops(root),
                  128)):
             p = ssm_preset(row, "s4")
             rows.append((name, ref, replace(p, model=replace(shrink(p.model), max_len=L),

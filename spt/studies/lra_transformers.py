@@ -14,7 +14,7 @@ import xarray as xr
 from ..config import ObjectiveConfig, replace, transformer_preset
 from ..paper import TABLE1
 from .arms import Arm, TaskRef
-from .grid import Entry, GridPreset, grid_runner, need_root, smoke_arm
+from .grid import Entry, GridPreset, grid_runner, need_root, smoke_arm, smoke_digits, smoke_listops
 from .smoke import smoke_data_root
 from .tables import compare_table
 
@@ -61,8 +61,8 @@ def paper(data_root=None) -> GridPreset:
 # smoke stand-ins: (coord name, paper row it shrinks, task reference, sequence length).
 # Pathfinder (1,024 pixels) is left out of the smoke runs: too slow for CI on two cores.
 def _smoke_tasks(root: str):
-    return (("listops", "listops", TaskRef("listops", root=root, options=(("seq_len", 128),)), 128),
-            ("digits", "image", TaskRef("digits", options=(("size", 8), ("n_train", 200))), 64))
+    return (("listops", "listops", smoke_listops(root), 128),
+            ("digits", "image", smoke_digits(), 64))
 
 
 def smoke(data_root=None) -> GridPreset:

@@ -18,7 +18,8 @@ import xarray as xr
 from ..config import ObjectiveConfig, SSMConfig, TrainConfig, replace, transformer_preset
 from ..paper import TABLE3
 from .arms import Arm, TaskRef
-from .grid import Entry, GridPreset, grid_runner, need_root, scratch_arm, smoke_arm, spt_arm
+from .grid import (Entry, GridPreset, grid_runner, need_root, scratch_arm, smoke_arm, smoke_digits,
+                   spt_arm)
 from .smoke import smoke_data_root
 from .tables import compare_table
 
@@ -77,7 +78,7 @@ def paper(data_root=None) -> GridPreset:
 
 def smoke(data_root=None) -> GridPreset:
     root = str(smoke_data_root())
-    digits = TaskRef("digits", options=(("size", 8), ("n_train", 200)))
+    digits = smoke_digits()
     stand_ins = (("digits_causal", "speech_causal", digits, 64),
                  ("digits_bi", "speech_bi", digits, 64),
                  ("synthetic_hr", "bidmc_hr", TaskRef("bidmc", root=root, options=(("target", "HR"),)),

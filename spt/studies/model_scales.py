@@ -19,7 +19,8 @@ from ..data.task import TaskSpec
 from ..models.model import classifier_model, count_parameters
 from ..paper import TABLE9
 from .arms import TaskRef
-from .grid import Entry, GridPreset, grid_runner, need_root, scratch_arm, smoke_arm, spt_arm
+from .grid import (Entry, GridPreset, grid_runner, need_root, scratch_arm, smoke_arm, smoke_digits,
+                   spt_arm)
 from .lra_transformers import task_ref
 
 STUDY = "09_model_scales"
@@ -96,7 +97,7 @@ def _smoke_arms(size: float) -> dict:
 
 
 def smoke(data_root=None) -> GridPreset:
-    ref = TaskRef("digits", options=(("size", 8), ("n_train", 200)))
+    ref = smoke_digits()
     return GridPreset("smoke", _entries(ref, SMOKE_SIZES, _smoke_arms),
                       note=f"CPU smoke run: 2-layer models of about {SMOKE_SIZES} parameters on "
                            f"digits 8x8, 3 epochs; checks the pipeline, not the paper's numbers")

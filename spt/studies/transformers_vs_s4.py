@@ -11,8 +11,8 @@ import xarray as xr
 
 from ..config import replace, ssm_preset, transformer_preset
 from ..paper import TABLE2
-from .arms import TaskRef
-from .grid import Entry, GridPreset, grid_runner, need_root, scratch_arm, smoke_arm, spt_arm
+from .grid import (Entry, GridPreset, grid_runner, need_root, scratch_arm, smoke_arm, smoke_digits,
+                   smoke_listops, spt_arm)
 from .lra_transformers import task_ref
 from .smoke import smoke_data_root
 from .tables import compare_table
@@ -50,8 +50,8 @@ def paper(data_root=None) -> GridPreset:
 
 def smoke(data_root=None) -> GridPreset:
     root = str(smoke_data_root())
-    tasks = (("listops", "listops", TaskRef("listops", root=root, options=(("seq_len", 128),)), 128),
-             ("digits", "image", TaskRef("digits", options=(("size", 8), ("n_train", 200))), 64))
+    tasks = (("listops", "listops", smoke_listops(root), 128),
+             ("digits", "image", smoke_digits(), 64))
     entries = tuple(Entry((("task", name), ("model", m), ("init", i)), ref, smoke_arm(arm, L))
                     for name, row, ref, L in tasks for (m, i), arm in paper_arms(row).items())
     return GridPreset("smoke", entries, note="CPU smoke run: 2-layer models, 3 epochs, generated "
