@@ -29,6 +29,7 @@ class Explorer:
         self.widgets: dict = {}
         self.lines: dict = {}
         self.status = W.HTML()
+        self._extra: list = []  # dims with a "mean or one value" dropdown (see _extra_dims)
 
     def _extra_dims(self, ds, shown) -> list:
         """One dropdown per dim of `ds` that the explorer does not show and that has more than
@@ -43,9 +44,8 @@ class Explorer:
 
     def _extra_selection(self) -> tuple[dict, list]:
         """({dim: chosen value} for the extra dims set to a value, [extra dims averaged over])."""
-        chosen = {d: self.widgets[d].value for d in getattr(self, "_extra", [])
-                  if self.widgets[d].value != "mean"}
-        return chosen, [d for d in getattr(self, "_extra", []) if d not in chosen]
+        chosen = {d: self.widgets[d].value for d in self._extra if self.widgets[d].value != "mean"}
+        return chosen, [d for d in self._extra if d not in chosen]
 
     def _finish(self, rows: list) -> None:
         """Lay out the control rows, draw the first state, and watch every control."""
