@@ -2,7 +2,7 @@
 
 A checkpoint (``best.pt``, a hub folder's ``config.json``) stores its model config as a dict:
 ``{"type": class name, **fields}``. :func:`model_config_from_dict` rebuilds it; the classes it knows
-are :data:`MODEL_CONFIG_TYPES`. This module imports both config modules; neither imports it.
+are :data:`MODEL_CONFIG_TYPES`. This module imports the config modules; none of them imports it.
 """
 from __future__ import annotations
 
@@ -10,12 +10,13 @@ import dataclasses
 from typing import Union
 
 from .config import TransformerConfig
+from .layer_config import LayerConfig
 from .sgconv_config import SGConvConfig
 from .ssm_config import SSMConfig
 
-ModelConfigType = Union[TransformerConfig, SSMConfig, SGConvConfig]
+ModelConfigType = Union[TransformerConfig, SSMConfig, SGConvConfig, LayerConfig]
 
-MODEL_CONFIG_TYPES: tuple[type, ...] = (TransformerConfig, SSMConfig, SGConvConfig)
+MODEL_CONFIG_TYPES: tuple[type, ...] = (TransformerConfig, SSMConfig, SGConvConfig, LayerConfig)
 
 # Names under which earlier versions of spt stored a config type: the Transformer's config was
 # called "ModelConfig", and a dict without "type" was one.

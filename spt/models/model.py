@@ -8,7 +8,9 @@ checkpoint's backbone can be loaded strictly by name.
 The layer stack is the seam between the architectures: any ``nn.Module`` with
 ``forward(x (B, L, D), valid (B, L) bool or None) -> (B, L, D)`` and a ``causal`` attribute (True
 when position t only sees positions <= t) can be a Backbone's ``layers``. :func:`build_layers` makes
-the stack of a model config (Transformer or SSM) and :func:`build_backbone` the whole backbone.
+the stack of a model config (Transformer, SSM, SGConv, or a :class:`~spt.layer_config.LayerConfig`
+naming any user layer class, :mod:`spt.models.custom`) and :func:`build_backbone` the whole
+backbone.
 
 Pair tasks (``TaskSpec.pair``, LRA Retrieval) get a :class:`DualEncoderModel`: the same one
 backbone encodes each document (shared weights, same parameter names, so a backbone pretrained on
@@ -27,9 +29,11 @@ import torch.nn as nn
 from ..config import ObjectiveConfig, TransformerConfig
 from ..data.task import TaskSpec
 from ..hub import HubMixin, hub_config
+from ..layer_config import LayerConfig
 from ..model_config import ModelConfigType
 from ..sgconv_config import SGConvConfig
 from ..ssm_config import SSMConfig
+from .custom import LayerStack
 from .heads import ClassifierHead, ContinuousEncoder, PairClassifierHead, TokenEncoder, TokenHead
 from .init import apply_init_
 from .positions import AddedPositions
@@ -46,8 +50,11 @@ def build_layers(cfg: ModelConfigType) -> nn.Module:
         return SSMEncoder(cfg)
     elif isinstance(cfg, SGConvConfig):
         return SGConvEncoder(cfg)
+    elif isinstance(cfg, LayerConfig):
+        return LayerStack(cfg)
     raise TypeError(f"no layer stack for model config of type {type(cfg).__name__}; expected a "
-                    f"TransformerConfig, an SSMConfig or an SGConvConfig")
+                    f"TransformerConfig, an SSMConfig, an SGConvConfig or a LayerConfig (any layer "
+                    f"class of yours, by its import path)")
 
 
 def input_encoder(spec: TaskSpec, d_model: int) -> nn.Module:

@@ -32,8 +32,9 @@ class AddedPositions(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         L = x.shape[1]
         if L > self.max_len:
-            raise ValueError(f"sequence length {L} exceeds TransformerConfig.max_len="
-                             f"{self.max_len}; build the model with a larger max_len")
+            raise ValueError(f"sequence length {L} exceeds the model config's max_len="
+                             f"{self.max_len} (the length of its position table); build the model "
+                             f"with a larger max_len")
         return x + self.table[:L].to(x.dtype)
 
 

@@ -1,0 +1,172 @@
+"""The config of a stack of any sequence layer, named by its import path (:mod:`spt.models.custom`).
+
+A researcher's own layer enters spt's protocol (pretrain, finetune, train_from_scratch, checkpoints,
+the hub) through :class:`LayerConfig`: the config stores where the class lives
+(``"package.module:ClassName"``) and its constructor's keyword arguments, all of it JSON, so a
+checkpoint rebuilds the model in any process that can import that module. spt keeps no registry
+of names: the import path is the name.
+
+A plain dataclass with no torch import, so the model-config registry (:mod:`spt.model_config`) can
+name it; importing and building the layer happens in :mod:`spt.models.custom`.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+import warnings
+from dataclasses import dataclass
+from typing import Any, Union
+
+_POOLINGS = ("mean", "max", "last")
+_POSITIONS = ("none", "sinusoidal", "learned")
+# Constructor arguments that come from the config's own fields, never from kwargs.
+_RESERVED = ("d_model", "causal")
+
+
+def layer_path(cls: type) -> str:
+    """``"module:QualName"`` of a class: the string :attr:`LayerConfig.layer` stores."""
+    if not isinstance(cls, type):
+        raise TypeError(f"layer_path needs a class, got {type(cls).__name__} {cls!r}; pass the "
+                        f"class itself (MyLayer), not an instance (MyLayer(...))")
+    if "<locals>" in cls.__qualname__:
+        raise ValueError(f"layer class {cls.__qualname__} is defined inside a function, so no "
+                         f"other code can import it by name: define it at the top level of a "
+                         f"module")
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def split_layer_path(path: str) -> tuple[str, str]:
+    """("package.module", "QualName") of ``"package.module:QualName"`` or of
+    ``"package.module.ClassName"`` (the dotted form names a top-level class: its last part)."""
+    if not isinstance(path, str):
+        raise TypeError(f"LayerConfig.layer must be a class or its import path "
+                        f"'package.module:ClassName', got {type(path).__name__} {path!r}")
+    module, sep, qual = path.partition(":") if ":" in path else path.rpartition(".")
+    ok = (sep and module and qual and ":" not in qual
+          and all(p.isidentifier() for p in module.split("."))
+          and all(p.isidentifier() for p in qual.split(".")))
+    if not ok:
+        raise ValueError(f"LayerConfig.layer={path!r} is not an import path: write "
+                         f"'package.module:ClassName' (or 'package.module.ClassName'), or pass the "
+                         f"class itself")
+    return module, qual
+
+
+def _json_value(key: str, v: Any) -> Any:
+    """`v` as a JSON value that survives a JSON round trip unchanged (lists become tuples)."""
+    if v is None or isinstance(v, (bool, str)):
+        return v
+    if isinstance(v, numbers.Integral):
+        return int(v)
+    if isinstance(v, numbers.Real):
+        if not math.isfinite(v):
+            raise ValueError(f"LayerConfig.kwargs[{key!r}]={v!r}: JSON has no NaN or infinity; "
+                             f"give a finite number")
+        return float(v)
+    if isinstance(v, (list, tuple)):
+        return tuple(_json_value(key, x) for x in v)
+    raise TypeError(f"LayerConfig.kwargs[{key!r}] is a {type(v).__name__} ({v!r:.60}); values must "
+                    f"be JSON: None, bool, int, float, str or lists of them, so that a checkpoint "
+                    f"can rebuild the layer. Pass a dict's entries as separate keyword arguments, "
+                    f"and build modules or tensors inside the layer's __init__ from plain numbers")
+
+
+def normalise_kwargs(kwargs) -> tuple[tuple[str, Any], ...]:
+    """A dict, or (key, value) pairs (a JSON round trip's list of lists), as a sorted tuple of
+    (key, value) pairs with lists turned into tuples: hashable, and equal after a JSON round trip."""
+    if kwargs is None:
+        return ()
+    if isinstance(kwargs, dict):
+        items = list(kwargs.items())
+    elif isinstance(kwargs, (list, tuple)) and all(
+            isinstance(p, (list, tuple)) and len(p) == 2 for p in kwargs):
+        items = [tuple(p) for p in kwargs]
+    else:
+        raise TypeError(f"LayerConfig.kwargs must be a dict of constructor keyword arguments (or "
+                        f"(key, value) pairs), got {type(kwargs).__name__} {kwargs!r:.80}")
+    out: dict[str, Any] = {}
+    for key, value in items:
+        if not (isinstance(key, str) and key.isidentifier()):
+            raise ValueError(f"LayerConfig.kwargs key {key!r} is not a Python identifier, so it "
+                             f"cannot be a keyword argument")
+        if key in out:
+            raise ValueError(f"LayerConfig.kwargs has {key!r} twice")
+        if key in _RESERVED:
+            raise ValueError(f"LayerConfig.kwargs must not hold {key!r}: set LayerConfig.{key} "
+                             f"instead (the stack passes it to the layer itself)")
+        out[key] = _json_value(key, value)
+    return tuple(sorted(out.items()))
+
+
+@dataclass(frozen=True)
+class LayerConfig:
+    """A stack of n_layers copies of any sequence layer, found by its importable class path.
+
+    layer        : ``"package.module:ClassName"`` (or ``"package.module.ClassName"``), or the class
+                   itself, stored as its path (:func:`layer_path`). The class must be importable
+                   wherever the config is used: a class defined in a notebook (module ``__main__``)
+                   works only in the process that defined it; put it in a module file so that
+                   checkpoints load later and elsewhere.
+    kwargs       : the layer's constructor keyword arguments, a dict or (key, value) pairs of JSON
+                   values; stored as a sorted tuple of pairs, lists as tuples.
+    d_model      : width D; every layer maps (B, L, D) -> (B, L, D).
+    n_layers     : depth: the number of layer instances (each in a pre-norm residual block).
+    causal       : True when output t may depend only on inputs <= t (next-token pretraining).
+    bidirectional: run every layer as :class:`spt.models.custom.Bidirectional` (one causal copy
+                   forward, one over the reversed sequence): a causal-only layer (Mamba, S5) then
+                   gives a non-causal stack for masked pretraining. Needs causal=False.
+    positions    : "none" | "sinusoidal" | "learned": a position table added to the layer stack's
+                   input, for layers that do not know where each input is.
+    max_len      : longest sequence the position table covers.
+    pooling      : finetuning head pooling ("mean" | "max" | "last").
+    dropout      : on the stack's input and on every layer's output, before the residual sum.
+
+    How the layer is constructed and called is the contract in :mod:`spt.models.custom`.
+    """
+
+    layer: Union[str, type]
+    kwargs: tuple = ()
+    d_model: int = 64
+    n_layers: int = 2
+    causal: bool = False
+    bidirectional: bool = False
+    positions: str = "none"
+    max_len: int = 1024
+    pooling: str = "mean"
+    dropout: float = 0.0
+
+    def __post_init__(self):
+        c = "LayerConfig"
+        layer = self.layer
+        if isinstance(layer, type):
+            layer = layer_path(layer)
+            object.__setattr__(self, "layer", layer)
+        module, _ = split_layer_path(layer)
+        if module == "__main__":
+            warnings.warn(f"{c}.layer={layer!r} lives in __main__ (a notebook or script): only this "
+                          f"process can build it, so its checkpoints will not load elsewhere. Move "
+                          f"the class to a module file and import it from there.", stacklevel=3)
+        object.__setattr__(self, "kwargs", normalise_kwargs(self.kwargs))
+        for name in ("d_model", "n_layers", "max_len"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                raise ValueError(f"{c}.{name} must be an int > 0, got {v!r}")
+        for name in ("causal", "bidirectional"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{c}.{name} must be True or False, got {getattr(self, name)!r}")
+        if self.causal and self.bidirectional:
+            raise ValueError(f"{c}: bidirectional=True runs each layer in both directions, so the "
+                             f"stack cannot be causal: set causal=False (masked pretraining), or "
+                             f"bidirectional=False to keep a causal layer causal (next-token "
+                             f"pretraining)")
+        if self.positions not in _POSITIONS:
+            raise ValueError(f"{c}.positions={self.positions!r} is not one of {list(_POSITIONS)}")
+        if self.pooling not in _POOLINGS:
+            raise ValueError(f"{c}.pooling={self.pooling!r} is not one of {list(_POOLINGS)}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"{c}.dropout must be in [0, 1), got {self.dropout!r}")
+
+    @property
+    def layer_kwargs(self) -> dict:
+        """kwargs as a dict (list values as tuples): what the layer's constructor receives."""
+        return dict(self.kwargs)
