@@ -21,6 +21,7 @@ runs anywhere (CI runs it on those).
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import re
 import tempfile
@@ -176,12 +177,14 @@ def _first_seed(cells: Sequence) -> list:
 
 
 def check(study: str, *, preset: str = "paper", data_root=None, batch: int = 2,
-          device: str = "auto", only: Optional[str] = None,
+          device: str = "auto", only: Optional[str] = None, models: Optional[dict] = None,
           log: Callable[[str], None] = print) -> list[CellCheck]:
     """Dry-run every cell of `study` at `preset` (see the module docstring).
 
-    only : a regular expression; check only the cells whose "dim=value ..." line matches it
-           (e.g. "task=(listops|text)").
+    only   : a regular expression; check only the cells whose "dim=value ..." line matches it
+             (e.g. "task=(listops|text)").
+    models : your model configs beside the study's own ({name: config}, as for the study's run);
+             only the grid studies take them.
     Returns one CellCheck per cell; nothing is written outside temporary folders.
     """
     from ..train.engine import pick_device
@@ -191,7 +194,11 @@ def check(study: str, *, preset: str = "paper", data_root=None, batch: int = 2,
         raise ValueError(f"no study {study!r}; studies: {', '.join(STUDIES)}")
     module = STUDIES[study]
     dry = DryRun(batch=batch, device=device)
-    cells = _first_seed(module.cells(preset, data_root=data_root, device=device, dry=dry))
+    extra = {"models": models} if models else {}
+    if models and "models" not in inspect.signature(module.cells).parameters:
+        raise ValueError(f"study {study} does not take your models (models=); the grid studies "
+                         f"(00 quickstart, 01-04, 07-09) do")
+    cells = _first_seed(module.cells(preset, data_root=data_root, device=device, dry=dry, **extra))
     if only:
         pattern = re.compile(only)
         cells = [c for c in cells if pattern.search(" ".join(f"{k}={v}" for k, v in c.coords.items()))]

@@ -153,28 +153,91 @@ def only_tasks(p: GridPreset, tasks: Optional[Sequence[str]], study: str) -> Gri
     return dataclasses.replace(p, entries=tuple(entries))
 
 
+def model_name(cfg) -> str:
+    """The "model" coordinate of a model config: transformer, s4 / s4d / dlr, sgconv, or the
+    lower-cased class name of a LayerConfig's layer."""
+    if isinstance(cfg, TransformerConfig):
+        return "transformer"
+    if isinstance(cfg, SSMConfig):
+        return cfg.kind
+    layer = getattr(cfg, "layer", None)
+    if isinstance(layer, str):
+        return layer.replace(":", ".").rsplit(".", 1)[-1].lower()
+    return getattr(cfg, "kind", type(cfg).__name__.lower())
+
+
+def with_models(p: GridPreset, models: Optional[dict], study: str,
+                like: Optional[str] = None) -> GridPreset:
+    """The preset with your models beside its own.
+
+    models : {name: model config} (TransformerConfig, SSMConfig, SGConvConfig, or a LayerConfig
+             holding your own layer class). For each, every entry of the `like` model is copied
+             with coordinate model=name and that config, its max_len set to the entry's (the
+             task's length); the task, the objective, the training settings and the lr grid are
+             the `like` model's, so your model gets exactly the protocol the preset's own does.
+    like   : the preset's model whose arms yours copy (default: its first model).
+    A preset without a "model" coordinate (studies 00, 01, 04) gets one: its own entries are
+    named by their model (:func:`model_name`).
+    """
+    if not models:
+        return p
+    dims = [d for d, _ in p.entries[0].coords]
+
+    def named(e: Entry) -> Entry:
+        if "model" in dims:
+            return e
+        at = dims.index("task") + 1 if "task" in dims else 0
+        c = list(e.coords)
+        return dataclasses.replace(e, coords=tuple(c[:at] + [("model", model_name(e.arm.model))] +
+                                                   c[at:]))
+
+    entries = [named(e) for e in p.entries]
+    own = list(dict.fromkeys(dict(e.coords)["model"] for e in entries))
+    like = like or own[0]
+    if like not in own:
+        raise ValueError(f"study {study}: like={like!r} is not one of the preset's models {own}")
+    for name, cfg in models.items():
+        if name in own:
+            raise ValueError(f"study {study}: your model's name {name!r} is one of the preset's "
+                             f"own models {own}; choose another name")
+        if not hasattr(cfg, "max_len") or not hasattr(cfg, "d_model"):
+            raise TypeError(f"study {study}: models[{name!r}] must be a model config "
+                            f"(TransformerConfig, SSMConfig, SGConvConfig or "
+                            f"spt.layer_config.LayerConfig), got {type(cfg).__name__}")
+        for e in [e for e in entries if dict(e.coords)["model"] == like]:
+            arm = dataclasses.replace(e.arm, model=replace(cfg, max_len=e.arm.model.max_len),
+                                      note="")
+            coords = tuple((d, name if d == "model" else v) for d, v in e.coords)
+            entries.append(Entry(coords, e.ref, arm))
+    return dataclasses.replace(p, entries=tuple(entries))
+
+
 def grid_study(study: str, presets: dict, dims: str):
     """The `cells()` and `run()` of a grid study.
 
-    cells(preset, *, data_root, seeds, device, dry) -> [Cell]: pick the preset, check its data
-    (failing before anything trains, saying what to run), one Cell per entry x seed.
-    run(preset, out_dir, *, data_root, seeds, workers, device) -> Dataset over (`dims`): run or
-    reuse every cell.
+    cells(preset, *, data_root, seeds, device, dry, tasks, models) -> [Cell]: pick the preset,
+    check its data (failing before anything trains, saying what to run), one Cell per entry x seed.
+    run(preset, out_dir, *, data_root, seeds, workers, device, tasks, models) -> Dataset over
+    (`dims`): run or reuse every cell. models: your model configs beside the preset's own
+    (:func:`with_models`; adds or extends the "model" dimension).
     """
-    def chosen(preset: str, data_root, tasks) -> GridPreset:
+    def chosen(preset: str, data_root, tasks, models) -> GridPreset:
         """The preset with the chosen tasks, its data checked (what to run if it is missing)."""
         p = only_tasks(pick(presets, preset, study, data_root), tasks, study)
+        p = with_models(p, models, study)
         check_data([e.ref for e in p.entries], study)
         return p
 
     def cells(preset: str = "smoke", *, data_root=None, seeds: Optional[Sequence[int]] = None,
-              device: str = "auto", dry=None, tasks: Optional[Sequence[str]] = None) -> list[Cell]:
-        return grid_cells(chosen(preset, data_root, tasks), seeds=seeds, device=device, dry=dry)
+              device: str = "auto", dry=None, tasks: Optional[Sequence[str]] = None,
+              models: Optional[dict] = None) -> list[Cell]:
+        return grid_cells(chosen(preset, data_root, tasks, models), seeds=seeds, device=device,
+                          dry=dry)
 
     def run(preset: str = "smoke", out_dir="results", *, data_root=None,
             seeds: Optional[Sequence[int]] = None, workers: int = 1, device: str = "auto",
-            tasks: Optional[Sequence[str]] = None) -> xr.Dataset:
-        p = chosen(preset, data_root, tasks)  # built once (model_scales sizes its models here)
+            tasks: Optional[Sequence[str]] = None, models: Optional[dict] = None) -> xr.Dataset:
+        p = chosen(preset, data_root, tasks, models)  # built once (model_scales sizes models here)
         print(f"{study} [{preset}]: {p.note}")
         return run_cells(study, grid_cells(p, seeds=seeds, device=device), out_dir,
                          workers=workers)

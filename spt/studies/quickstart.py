@@ -22,7 +22,7 @@ from ..config import ObjectiveConfig, TrainConfig, TransformerConfig
 from ..model_config import model_config_to_dict
 from .arms import Arm, TaskRef
 from .cells import run_cells
-from .grid import Entry, GridPreset, grid_cells, grid_study
+from .grid import Entry, GridPreset, grid_cells, grid_study, with_models
 
 STUDY = "00_quickstart"
 INITS = ("scratch", "spt")
@@ -101,18 +101,22 @@ cells, _run_preset, deviations = grid_study(STUDY, PRESETS, "init, seed")
 
 def run(setup: Setup | str = "default", out_dir="results", *,
         seeds: Optional[Sequence[int]] = None, workers: int = 1, device: str = "auto",
-        data_root=None) -> xr.Dataset:
-    """Run (or reuse) SPT and scratch for every seed; returns a Dataset over (init, seed).
+        data_root=None, models: Optional[dict] = None) -> xr.Dataset:
+    """Run (or reuse) SPT and scratch for every seed; returns a Dataset over (init, seed), or
+    over (model, init, seed) with `models`.
 
-    setup : a Setup, or the name of a preset ("smoke", "default").
+    setup  : a Setup, or the name of a preset ("smoke", "default").
+    models : your model configs beside the quickstart's Transformer, {name: config}
+             (:func:`spt.studies.grid.with_models`): each gets the same task, pretraining,
+             finetuning and scratch settings.
     The variables are the study runner's (:func:`spt.studies.arms.run_arm`); the pretraining
     variables (pretrain_*) keep the SPT row only, over seed.
     """
     if isinstance(setup, str):
         ds = _run_preset(setup, out_dir, data_root=data_root, seeds=seeds, workers=workers,
-                         device=device)
+                         device=device, models=models)
     else:
-        p = grid(setup, seeds or (0, 1, 2, 3, 4, 5))
+        p = with_models(grid(setup, seeds or (0, 1, 2, 3, 4, 5)), models, STUDY)
         ds = run_cells(STUDY, grid_cells(p, device=device), out_dir, workers=workers)
     for v in [v for v in ds.data_vars if v.startswith("pretrain_")]:
         ds[v] = ds[v].sel(init="spt", drop=True)
@@ -126,11 +130,14 @@ def config(setup: Setup, seeds: Sequence[int]) -> dict:
 
 
 def summary_table(ds: xr.Dataset, metric: str = "test_accuracy"):
-    """A pandas DataFrame: mean, std, min, max of `metric` per init, and the SPT - scratch gap."""
+    """A pandas DataFrame: mean, std, min, max of `metric` per init, and the SPT - scratch gap
+    (per model, as an outer index level, when the Dataset has a "model" dimension)."""
     import pandas as pd
 
     from ..results import gain
 
+    if "model" in ds.dims:
+        return pd.concat({str(m): summary_table(ds.sel(model=m), metric) for m in ds.model.values})
     v = ds[metric] * 100
     table = pd.DataFrame({"mean": v.mean("seed"), "std": v.std("seed", ddof=1) if v.sizes["seed"] > 1
                           else v.mean("seed") * np.nan, "min": v.min("seed"), "max": v.max("seed"),

@@ -1,0 +1,97 @@
+"""Your own layer through the study runner: the quickstart (study 00), an LRA comparison (study 02)
+and the data-scale study (04) take `models={name: config}` and give your model the protocol of the
+preset's own (same task, pretraining, finetuning, scratch); the dry run takes it too.
+
+The layer is defined here, in a test module, as a researcher would in their own file; its import
+path is ``test_your_model:MixLayer`` (tests/studies is on sys.path under pytest).
+"""
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+
+from spt.layer_config import LayerConfig
+from spt.models.model import SequenceModel
+from spt.studies import data_scales, quickstart, transformers_vs_s4
+from spt.studies.check import check
+from spt.studies.grid import GridPreset, with_models
+
+
+class MixLayer(nn.Module):
+    """A researcher's layer: a learned decaying average over the past (or both ways), gated."""
+
+    def __init__(self, d_model, causal=False, decay=0.9):
+        super().__init__()
+        self.causal = causal
+        self.logit = nn.Parameter(torch.full((d_model,), float(np.log(decay / (1 - decay)))))
+        self.gate, self.out = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
+
+    def past(self, x):                                      # sum over k >= 0 of a^k x[t - k]
+        L, n = x.shape[1], 2 * x.shape[1]
+        k = torch.sigmoid(self.logit) ** torch.arange(L, device=x.device).float()[:, None]  # (L, D)
+        return torch.fft.irfft(torch.fft.rfft(x, n, dim=1) * torch.fft.rfft(k, n, dim=0), n, dim=1)[:, :L]
+
+    def forward(self, x, valid=None):                        # x (B, L, D) -> (B, L, D)
+        y = self.past(x) if self.causal else self.past(x) + self.past(x.flip(1)).flip(1) - x
+        return self.out(y * torch.sigmoid(self.gate(x)))
+
+
+MINE = LayerConfig(layer=MixLayer, d_model=16, n_layers=1, kwargs={"decay": 0.8})
+
+
+def test_the_layer_is_found_by_its_import_path():
+    assert MINE.layer.endswith(":MixLayer")
+
+
+def test_with_models_copies_the_like_models_arms_with_your_config():
+    p = transformers_vs_s4.smoke()
+    q = with_models(p, {"mine": MINE}, "02")
+    added = q.entries[len(p.entries):]
+    like = [e for e in p.entries if dict(e.coords)["model"] == "transformer"]
+    assert len(added) == len(like) > 0
+    for a, e in zip(added, like):
+        assert dict(a.coords) == {**dict(e.coords), "model": "mine"}
+        assert a.arm.model.layer == MINE.layer and a.arm.model.max_len == e.arm.model.max_len
+        assert (a.arm.train, a.arm.pretrain, a.arm.objective) == (e.arm.train, e.arm.pretrain,
+                                                                    e.arm.objective)
+    with pytest.raises(ValueError, match="'s4' is one of the preset's own"):
+        with_models(p, {"s4": MINE}, "02")
+    with pytest.raises(TypeError, match="must be a model config"):
+        with_models(p, {"mine": MixLayer}, "02")
+    # a study without a model coordinate gets one, its own entries named by their model
+    d = with_models(data_scales.smoke(), {"mine": MINE}, "04")
+    assert isinstance(d, GridPreset)
+    assert {dict(e.coords)["model"] for e in d.entries} == {"s4", "mine"}
+    assert [k for k, _ in d.entries[0].coords][:2] == ["task", "model"]
+
+
+def test_quickstart_runs_your_layer_beside_the_transformer(tmp_path):
+    ds = quickstart.run(quickstart.SMOKE, tmp_path, seeds=[0], models={"mine": MINE})
+    assert set(ds.model.values) == {"transformer", "mine"}
+    assert np.isfinite(ds.test_accuracy.values).all()
+    assert (ds.pretrain_steps.sel(model="mine") > 0).all()
+    table = quickstart.summary_table(ds)
+    assert ("mine", "spt - scratch") in table.index
+    # the SPT run's checkpoint is an ordinary hub model that rebuilds your layer by its path
+    best = next(p for p in tmp_path.rglob("finetune/best.pt") if "mine" in str(p))
+    from spt.hub import export_checkpoint, load_model
+    export_checkpoint(best, tmp_path / "hub")
+    model = load_model(tmp_path / "hub")
+    assert isinstance(model, SequenceModel)
+    assert type(model.backbone.layers.blocks[0].layer).__name__ == "MixLayer"
+
+
+def test_lra_comparison_runs_your_layer(tmp_path):
+    ds = transformers_vs_s4.run("smoke", tmp_path, tasks=["digits"], models={"mine": MINE})
+    assert set(ds.model.values) == {"transformer", "s4", "mine"}
+    acc = ds.test_accuracy.sel(model="mine", task="digits")
+    assert acc.sizes["init"] == 2 and np.isfinite(acc.values).all()
+
+
+def test_dry_run_takes_your_model(tmp_path):
+    from spt.data.fixtures import write_fixtures
+    write_fixtures(tmp_path)
+    results = check("02_transformers_vs_s4", data_root=str(tmp_path), device="cpu",
+                    only="task=image model=mine init=spt", models={"mine": MINE}, log=lambda s: None)
+    assert len(results) == 1 and results[0].ok, results[0].error
+    assert results[0].seq_len == 1024
