@@ -181,3 +181,30 @@ def test_positions_cover_both_ends():
     assert sampled_positions(3, 16).tolist() == [0, 1, 2]
     with pytest.raises(ValueError, match="n_positions"):
         sampled_positions(10, 1)
+
+
+def test_spt_profiles_compare_init_and_pretrained_on_positions_and_real_inputs(tmp_path):
+    """spt_profiles: (stage, lag) rows normalised to 1; the stack reads the backbone's positions
+    (a sinusoidal Transformer's profile at init is not flat on real inputs once positions are in:
+    without them attention could not tell lags apart); the SPT row differs from the init row."""
+    from spt.analysis.receptive_field import backbone_inputs, spt_profiles
+    from spt.config import ObjectiveConfig, TrainConfig
+    from spt.data import digits_task
+    from spt.train import pretrain
+
+    task = digits_task(size=8, n_train=32, val_size=20, test_size=20, tokens=True)
+    cfg = TransformerConfig(d_model=16, n_layers=1, n_heads=2, d_ff=32, max_len=64)
+    r = pretrain(task, cfg, ObjectiveConfig("masked", 0.5, "ce"),
+                 TrainConfig(lr=3e-3, epochs=3, batch_size=8, progress=False), tmp_path / "pt")
+    inputs = torch.stack([task.val[i]["inputs"] for i in range(4)])
+    da = spt_profiles(r.best_checkpoint, inputs=inputs, n_positions=8)
+    assert da.dims == ("stage", "lag") and list(da.stage.values) == ["init", "spt"]
+    assert da.sizes["lag"] == 64 and np.allclose(da.sum("lag"), 1.0) and (da >= 0).all()
+    assert not np.allclose(da.sel(stage="init"), da.sel(stage="spt"))
+    # positions are added before the stack: the input differs from the plain encoding
+    x = backbone_inputs(r.model, 16, 64, inputs=inputs)
+    with torch.no_grad():
+        plain = r.model.eval().backbone.encoder(inputs, None)
+    assert x.shape == plain.shape == (4, 64, 16) and not torch.allclose(x, plain)
+    rand = spt_profiles(r.best_checkpoint, L=32, n_samples=2, n_positions=4)
+    assert rand.sizes["lag"] == 32 and rand.attrs["inputs"] == "N(0, 1)"

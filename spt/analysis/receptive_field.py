@@ -207,3 +207,67 @@ def fold_lags(da: xr.DataArray) -> xr.DataArray:
     ahead = ahead.assign_coords(lag=-ahead.lag)
     back = da.sel(lag=slice(0, L - 1))
     return xr.concat([back, ahead], dim="side").max("side", keep_attrs=True)
+
+
+def backbone_inputs(model: nn.Module, d_model: int, L: int, n_samples: int = 4, seed: int = 0,
+                    inputs: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """What a SequenceModel's layer stack reads: x (n, L, d_model) = the backbone's positions (if it
+    adds them outside the stack: sinusoidal / learned tables) applied to either x ~ N(0, 1) drawn
+    with `seed`, or the backbone's encoding of real `inputs` ((n, L) token ids or (n, L, C) values,
+    no masked positions). Without the positions a Transformer whose positions are added before its
+    stack could not tell lags apart, and its profile would be flat by construction."""
+    bb = model.backbone
+    with torch.no_grad(), _eval_mode(bb):
+        if inputs is None:
+            x = random_inputs(bb.layers, d_model, L, n_samples, seed)
+        else:
+            x = bb.encoder(inputs, None)
+        if bb.positions is not None:
+            x = bb.positions(x)
+    return x
+
+
+def spt_profiles(checkpoint, inputs: Optional[torch.Tensor] = None, L: Optional[int] = None,
+                 n_samples: int = 4, n_positions: int = 16, seed: int = 0) -> xr.DataArray:
+    """What self-pretraining did to the receptive field: the whole layer stack's profile over |lag|
+    (:func:`lag_profile`, folded with :func:`fold_lags`) at random initialisation and after SPT.
+
+    checkpoint : a pretraining (or finetuning) best.pt, its run folder, or an spt hub folder.
+    inputs     : real examples (n, L) ids or (n, L, C) values to measure on (e.g. validation
+                 items of the task); None: x ~ N(0, 1) (see :func:`backbone_inputs`).
+    L          : input length without `inputs` (default: the task's, capped at 1024).
+    The "init" row is a freshly initialised model of the same config (seeded with `seed`): a draw
+    from the distribution pretraining starts from, not necessarily its exact starting weights.
+    Returns a DataArray "erf" (stage, lag) with stage in ("init", "spt") and lag 0..L-1; each row
+    is normalised to sum 1 over lags, so rows of different overall gain compare in shape.
+    """
+    from ..config import ObjectiveConfig
+    from ..data.task import TaskSpec
+    from ..model_config import model_config_from_dict
+    from ..models.model import classifier_model, pretraining_model
+    from ..train.checkpoint import load_backbone, load_checkpoint
+
+    ckpt = load_checkpoint(checkpoint)
+    cfg, spec = model_config_from_dict(ckpt["model_config"]), TaskSpec(**ckpt["spec"])
+    L = int(inputs.shape[1]) if inputs is not None else (L or min(spec.seq_len, 1024))
+
+    def build():
+        if ckpt.get("objective"):
+            return pretraining_model(cfg, spec, ObjectiveConfig(**ckpt["objective"]))
+        return classifier_model(cfg, spec)
+
+    torch.manual_seed(seed)
+    fresh, trained = build(), build()
+    load_backbone(trained, ckpt)
+    rows = []
+    for m in (fresh, trained):
+        x = backbone_inputs(m, cfg.d_model, L, n_samples, seed, inputs)
+        prof = lag_profile(m.backbone.layers, cfg.d_model, L, n_positions=n_positions, seed=seed,
+                           x=x)
+        rows.append(fold_lags(xr.DataArray(prof.numpy(), dims=("lag",),
+                                           coords={"lag": _lag_coord(L)})))
+    out = xr.concat([r / r.sum() for r in rows], dim="stage").assign_coords(stage=["init", "spt"])
+    out.attrs.update(_attrs(x.shape[0], n_positions, None, seed, m.backbone.layers),
+                     checkpoint=str(ckpt.get("path", checkpoint)), L=L,
+                     inputs="task examples" if inputs is not None else "N(0, 1)")
+    return out.rename("erf")
