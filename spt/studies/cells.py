@@ -50,8 +50,19 @@ class Cell:
     @property
     def key(self) -> str:
         """File-name-safe name of the cell: ``task=listops__init=spt__seed=0``."""
-        parts = [f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in self.coords.items()]
-        return re.sub(r"[^A-Za-z0-9=._+-]", "-", "__".join(parts))
+        return cell_key(self.coords)
+
+
+def cell_key(coords: dict) -> str:
+    """File-name-safe name of the cell with these coords (in the study's dim order)."""
+    parts = [f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in coords.items()]
+    return re.sub(r"[^A-Za-z0-9=._+-]", "-", "__".join(parts))
+
+
+def run_folder(out_dir, study: str, coords: dict) -> Path:
+    """Where the cell with these coords keeps its runs (``pretrain/``, ``finetune/``, ``scratch/``
+    with their best.pt): ``<out_dir>/<study>/runs/<key>``."""
+    return Path(out_dir) / study / "runs" / cell_key(coords)
 
 
 class ResultConfigMismatch(FileExistsError, ValueError):

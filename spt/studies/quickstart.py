@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Optional, Sequence
 
 import numpy as np
@@ -21,7 +22,7 @@ import xarray as xr
 from ..config import ObjectiveConfig, TrainConfig, TransformerConfig
 from ..model_config import model_config_to_dict
 from .arms import Arm, TaskRef
-from .cells import run_cells
+from .cells import run_cells, run_folder
 from .grid import Entry, GridPreset, grid_cells, grid_study, with_models
 
 STUDY = "00_quickstart"
@@ -89,6 +90,9 @@ def grid(setup: Setup, seeds: Sequence[int] = (0, 1, 2, 3, 4, 5), name: str = "c
                                   setup.arms().items()), seeds=tuple(seeds), note=note)
 
 
+# the Setup behind each preset (notebooks size comparison models from it)
+SETUPS = {"smoke": SMOKE, "default": Setup()}
+
 PRESETS = {
     "smoke": lambda data_root=None: grid(SMOKE, (0,), "smoke", "CPU smoke run: a 1-layer d=16 "
                                          "Transformer, 2 pretraining epochs; checks the pipeline"),
@@ -121,6 +125,50 @@ def run(setup: Setup | str = "default", out_dir="results", *,
     for v in [v for v in ds.data_vars if v.startswith("pretrain_")]:
         ds[v] = ds[v].sel(init="spt", drop=True)
     return ds
+
+
+def comparison_models(setup: Setup, layer=None, kwargs: Optional[dict] = None, name: str = "yours",
+                      shipped: Sequence[str] = ("s4", "sgconv"), bidirectional: bool = False,
+                      d_model: Optional[int] = None, n_layers: Optional[int] = None) -> dict:
+    """{name: config} of the models to run beside the quickstart's Transformer, sized like it.
+
+    layer    : your layer class or its import path "module:Class" (:mod:`spt.models.custom`);
+               None: only the shipped ones.
+    shipped  : spt's own models to add: "s4", "s4d", "dlr" (SSMConfig) and "sgconv".
+    bidirectional : wrap a causal-only layer (Mamba, S5) so masked SPT can train it.
+    d_model, n_layers : your model's width and depth (default: the setup's Transformer's).
+    """
+    from ..layer_config import LayerConfig
+    from ..sgconv_config import SGConvConfig
+    from ..ssm_config import SSMConfig
+
+    d, n, L = setup.d_model, setup.n_layers, setup.image_size ** 2
+    out = {}
+    for s in shipped:
+        if s in ("s4", "s4d", "dlr"):
+            out[s] = SSMConfig(kind=s, d_model=d, n_layers=n, max_len=L, dropout=setup.dropout,
+                               pooling=setup.pooling)
+        elif s == "sgconv":
+            out[s] = SGConvConfig(d_model=d, n_layers=n, max_len=L, kernel_dim=min(32, L),
+                                  dropout=setup.dropout, pooling=setup.pooling)
+        else:
+            raise ValueError(f"comparison_models: unknown shipped model {s!r}; choose from s4, "
+                             f"s4d, dlr, sgconv")
+    if layer is not None:
+        out[name] = LayerConfig(layer=layer, kwargs=kwargs or {}, d_model=d_model or d,
+                                n_layers=n_layers or n, bidirectional=bidirectional, max_len=L,
+                                dropout=setup.dropout, pooling=setup.pooling)
+    return out
+
+
+def pretrain_checkpoint(out_dir, seed: int = 0, model: Optional[str] = None) -> Path:
+    """best.pt of the SPT run's pretraining for `seed` (and `model`, when the run had models)."""
+    coords = {"model": model} if model else {}
+    path = run_folder(out_dir, STUDY, {**coords, "init": "spt", "seed": seed}) / "pretrain" / "best.pt"
+    if not path.exists():
+        raise FileNotFoundError(f"no pretraining checkpoint at {path}: run the quickstart (with "
+                                f"this model and seed) into {out_dir} first")
+    return path
 
 
 def config(setup: Setup, seeds: Sequence[int]) -> dict:

@@ -95,3 +95,29 @@ def test_dry_run_takes_your_model(tmp_path):
                     only="task=image model=mine init=spt", models={"mine": MINE}, log=lambda s: None)
     assert len(results) == 1 and results[0].ok, results[0].error
     assert results[0].seq_len == 1024
+
+
+def test_notebook_12_runs_at_smoke_with_your_layer_and_documents_its_parameters(tmp_path):
+    """notebooks/12_your_architecture.ipynb at preset=smoke, with this module's layer: a table and
+    figures for the Transformer, S4, SGConv and your model; every parameter documented."""
+    papermill = pytest.importorskip("papermill")
+    from pathlib import Path
+
+    from spt.studies.cells import load_study
+    from spt.studies.runner import notebook_parameters
+
+    nb_path = Path(__file__).resolve().parents[2] / "notebooks" / "12_your_architecture.ipynb"
+    params = notebook_parameters(nb_path)
+    assert {"preset", "layer", "layer_kwargs", "bidirectional", "seeds", "out_dir"} <= set(params)
+    assert all(p["help"].strip() for p in params.values())
+    out = tmp_path / "out"
+    nb = papermill.execute_notebook(
+        str(nb_path), str(tmp_path / "12.ipynb"), kernel_name="python3", progress_bar=False,
+        cwd=str(Path(__file__).parent),
+        parameters={"preset": "smoke", "layer": "test_your_model:MixLayer",
+                    "layer_kwargs": {"decay": 0.7}, "name": "mine", "out_dir": str(out)})
+    images = [o for c in nb.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
+    assert len(images) == 2
+    ds = load_study(out, "00_quickstart")
+    assert set(ds.model.values) == {"transformer", "s4", "sgconv", "mine"}
+    assert np.isfinite(ds.test_accuracy.values).all()
