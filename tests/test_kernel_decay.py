@@ -58,8 +58,36 @@ def test_comparison_dataset_is_plot_ready():
 
 def test_kernel_decay_errors():
     tr = classifier_model(TransformerConfig(d_model=8, n_layers=1, n_heads=2, d_ff=8), SPEC)
-    with pytest.raises(TypeError, match="no SSM layers"):
+    with pytest.raises(TypeError, match="no convolution layers.*receptive_field"):
         kernel_decay(tr, 16)
     enc = SSMEncoder(SSMConfig(kind="s4", d_model=4, n_layers=1, d_state=8, max_len=16))
     with pytest.raises(ValueError, match="max_len"):
         kernel_decay(enc, 17)
+
+
+def test_sgconv_models_get_the_same_kernel_analyses():
+    """An SGConv model: K_max is the max over channels and directions of its layers' |K|, and
+    the baseline is a fresh SGConv stack of the same config (its own init, with `seed`)."""
+    from spt.analysis.kernel_decay import (
+        baseline_encoder,
+        kernel_abs_comparison,
+        kernel_decay,
+        kernel_decay_comparison,
+    )
+    from spt.data.task import TaskSpec
+    from spt.models.model import classifier_model
+    from spt.models.sgconv import SGConvEncoder
+    from spt.sgconv_config import SGConvConfig
+
+    cfg = SGConvConfig(d_model=8, n_layers=2, kernel_dim=4, max_len=64)
+    torch.manual_seed(3)
+    model = classifier_model(cfg, TaskSpec(name="t", seq_len=64, num_classes=2, vocab_size=10))
+    k = kernel_decay(model, 64)
+    want = np.stack([kk.abs().amax(dim=(0, 1)).numpy() for kk in model.backbone.layers.kernels(64)])
+    np.testing.assert_allclose(k.values, want, rtol=1e-6)
+    assert k.attrs["kind"] == "sgconv"
+    ds = kernel_decay_comparison(model, 64, seed=3)
+    assert set(ds.data_vars) == {"model", "baseline"} and ds.attrs["kind"] == "sgconv"
+    assert isinstance(baseline_encoder(cfg), SGConvEncoder)
+    a = kernel_abs_comparison(model, 32)
+    assert a["model"].sizes == {"layer": 2, "channel": 8, "lag": 32}

@@ -18,8 +18,11 @@ axis so that the median or other quantiles over channels can be plotted too:
 
 ``a.max("channel")`` equals ``kernel_decay(model, L)`` exactly.
 
-Works for any module that contains an :class:`~spt.models.ssm.SSMEncoder` (a SequenceModel, its
-backbone, or the encoder itself) of kind S4, S4D or DLR.
+Works for any module that contains a convolution stack (:class:`~spt.models.ssm.ConvStack`: an
+S4, S4D or DLR :class:`~spt.models.ssm.SSMEncoder`, or an SGConv
+:class:`~spt.models.sgconv.SGConvEncoder`), whether a SequenceModel, its backbone or the stack
+itself. SGConv's baseline is its own initialisation (random sub-kernel weights with the
+multi-scale decay alpha^i), as HiPPO is S4's.
 """
 from __future__ import annotations
 
@@ -32,26 +35,30 @@ import xarray as xr
 
 from ..config import replace
 from ..model_config import model_config_to_dict
-from ..models.ssm import SSMEncoder
+from ..models.sgconv import SGConvEncoder
+from ..models.ssm import ConvStack, SSMEncoder
+from ..sgconv_config import SGConvConfig
 from ..ssm_config import SSMConfig
 
 
-def find_ssm_encoder(model: torch.nn.Module) -> SSMEncoder:
-    """The (first) SSMEncoder inside `model`."""
+def find_ssm_encoder(model: torch.nn.Module) -> ConvStack:
+    """The (first) convolution stack inside `model`: an SSMEncoder or an SGConvEncoder."""
     for m in model.modules():
-        if isinstance(m, SSMEncoder):
+        if isinstance(m, ConvStack):
             return m
-    raise TypeError(f"{type(model).__name__} has no SSM layers (SSMEncoder); kernel_decay needs an "
-                    f"S4, S4D or DLR model (built from an SSMConfig)")
+    raise TypeError(f"{type(model).__name__} has no convolution layers (SSMEncoder / "
+                    f"SGConvEncoder); kernel_decay needs an S4, S4D, DLR or SGConv model (built "
+                    f"from an SSMConfig or an SGConvConfig); for any other layer stack use "
+                    f"spt.analysis.receptive_field")
 
 
-def abs_kernels(enc: SSMEncoder, L: int) -> np.ndarray:
+def abs_kernels(enc: ConvStack, L: int) -> np.ndarray:
     """(layer, channel, lag): max over directions of |K| of each layer's length-L kernels."""
     with torch.no_grad():
         return np.stack([k.abs().amax(dim=0).cpu().numpy() for k in enc.kernels(L)])
 
 
-def kernel_array(values: np.ndarray, dims: tuple, name: str, long_name: str, enc: SSMEncoder,
+def kernel_array(values: np.ndarray, dims: tuple, name: str, long_name: str, enc: ConvStack,
                  which: str) -> xr.DataArray:
     """`values` over `dims` (coords 0..n-1 each) with the encoder's kind, init and config."""
     cfg = enc.cfg
@@ -62,7 +69,7 @@ def kernel_array(values: np.ndarray, dims: tuple, name: str, long_name: str, enc
 
 
 def of_model(model: torch.nn.Module, fn):
-    """fn(encoder) on the SSMEncoder of `model` in eval mode; the encoder's mode is restored."""
+    """fn(encoder) on the convolution stack of `model` in eval mode; the encoder's mode is restored."""
     enc = find_ssm_encoder(model)
     was = enc.training
     enc.eval()
@@ -80,7 +87,7 @@ def model_and_baseline(a: xr.DataArray, b: xr.DataArray) -> xr.Dataset:
     return ds
 
 
-def _decay(enc: SSMEncoder, L: int, which: str) -> xr.DataArray:
+def _decay(enc: ConvStack, L: int, which: str) -> xr.DataArray:
     return kernel_array(abs_kernels(enc, L).max(axis=1), ("layer", "lag"), "K_max",
                         "max over channels and directions of |K|", enc, which)
 
@@ -90,17 +97,18 @@ def kernel_decay(model: torch.nn.Module, L: int) -> xr.DataArray:
     return of_model(model, lambda enc: _decay(enc, L, "model"))
 
 
-def baseline_encoder(model_or_cfg, seed: int = 0) -> SSMEncoder:
-    """A fresh SSMEncoder (eval mode) with the config of `model_or_cfg` at its structured
-    initialisation (a random-init config gets its kind's structured default), drawn with `seed`
-    without touching the caller's random state: the baseline of the kernel analyses."""
-    cfg = (model_or_cfg if isinstance(model_or_cfg, SSMConfig)
+def baseline_encoder(model_or_cfg, seed: int = 0) -> ConvStack:
+    """A fresh stack (eval mode) with the config of `model_or_cfg` at its structured
+    initialisation (a random-init SSM config gets its kind's structured default; SGConv: its own
+    init), drawn with `seed` without touching the caller's random state: the baseline of the
+    kernel analyses."""
+    cfg = (model_or_cfg if isinstance(model_or_cfg, (SSMConfig, SGConvConfig))
            else find_ssm_encoder(model_or_cfg).cfg)
-    if cfg.is_random_init:
+    if isinstance(cfg, SSMConfig) and cfg.is_random_init:
         cfg = replace(cfg, init=cfg.structured_init)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        return SSMEncoder(cfg).eval()
+        return (SGConvEncoder(cfg) if isinstance(cfg, SGConvConfig) else SSMEncoder(cfg)).eval()
 
 
 def kernel_decay_baseline(model_or_cfg, L: int, seed: int = 0) -> xr.DataArray:
@@ -117,7 +125,7 @@ def kernel_decay_comparison(model: torch.nn.Module, L: int, seed: int = 0) -> xr
 
 # ------------------------------------------------------- per channel, and quantiles over channels
 
-def _abs_per_channel(enc: SSMEncoder, L: int, which: str) -> xr.DataArray:
+def _abs_per_channel(enc: ConvStack, L: int, which: str) -> xr.DataArray:
     return kernel_array(abs_kernels(enc, L), ("layer", "channel", "lag"), "K_abs",
                         "max over directions of |K| per channel", enc, which)
 
