@@ -8,6 +8,7 @@
 The returned Dataset holds (``<m>`` = accuracy, or r2 for regression tasks):
   test_<m>, val_<m>, steps, best_epoch, epochs_run, params, lr, seq_len,
   time (seconds of training and evaluation)                               - supervised run
+  grid_steps, grid_time (summed over every lr of the arm's lr grid)       - all its tries
   pretrain_steps, pretrain_time, pretrain_val_{loss,accuracy,r2} (NaN where
   there is no pretraining, or the objective has no such metric)           - SPT run
   curve_train_loss, curve_train_<m>, curve_val_<m> (epoch)                - supervised curves
@@ -120,6 +121,10 @@ class Arm:
     objective : SPT objective (masked / causal); None = train from scratch.
     pretrain  : SPT optimisation settings (required with an objective).
     pooling   : finetuning pooling override (the paper changes pooling between PT and FT on PathX).
+    pretrain_val : validate pretraining on the first this many validation examples only (None: all
+                of them): pretraining is evaluated every epoch, and on a small task that
+                evaluation can cost a third of its time; the supervised run's early stopping and
+                selection always use the whole validation set.
     lr_grid   : learning rates of the supervised run to try (each a full run; the one with the best
                 validation score is reported, as App. C.1.4 does for scratch on Text);
                 empty = `train.lr` only.
@@ -133,6 +138,7 @@ class Arm:
     pretrain: Optional[TrainConfig] = None
     pooling: Optional[str] = None
     lr_grid: tuple = ()
+    pretrain_val: Optional[int] = None
     note: str = ""
 
     def __post_init__(self):
@@ -140,6 +146,9 @@ class Arm:
             raise ValueError("Arm: give both objective and pretrain (SPT) or neither (scratch)")
         if any(not lr > 0 for lr in self.lr_grid):
             raise ValueError(f"Arm.lr_grid must hold positive learning rates, got {self.lr_grid}")
+        if self.pretrain_val is not None and (self.pretrain is None or self.pretrain_val < 1):
+            raise ValueError(f"Arm.pretrain_val={self.pretrain_val!r}: a number of validation "
+                             f"examples >= 1, for an SPT arm (one with pretrain)")
 
     @property
     def is_spt(self) -> bool:
@@ -152,6 +161,8 @@ class Arm:
              "pooling": self.pooling}
         if self.lr_grid:
             d["lr_grid"] = list(self.lr_grid)
+        if self.pretrain_val is not None:
+            d["pretrain_val"] = self.pretrain_val
         return d
 
     def with_device(self, device: str) -> "Arm":
@@ -194,7 +205,12 @@ def run_arm(task: Union[Task, TaskRef], arm: Arm, seed: int, run_dir: Path) -> x
     arrays = {}
     checkpoint = None
     if arm.is_spt:
-        pt = pretrain(task, arm.model, arm.objective, replace(arm.pretrain, seed=seed),
+        pt_task = task
+        if arm.pretrain_val is not None:
+            from torch.utils.data import Subset
+            n = min(arm.pretrain_val, len(task.val))
+            pt_task = Task(task.spec, task.train, Subset(task.val, range(n)), task.test)
+        pt = pretrain(pt_task, arm.model, arm.objective, replace(arm.pretrain, seed=seed),
                       run_dir / "pretrain", resume=True)
         pt_vals.update(pretrain_steps=pt.steps, pretrain_time=_stage_time(pt.history),
                        **{f"pretrain_val_{k}": v for k, v in pt.val_metrics.items()})
@@ -213,11 +229,14 @@ def run_arm(task: Union[Task, TaskRef], arm: Arm, seed: int, run_dir: Path) -> x
             model = arm.model if arm.pooling is None else replace(arm.model, pooling=arm.pooling)
             r = train_from_scratch(task, model, cfg, out, resume=True)
         tries.append((r.val_metrics[m], -len(tries), r, lr))  # ties: the first lr of the grid
+    grid_steps = sum(t[2].steps for t in tries)
+    grid_time = sum(_stage_time(t[2].history) for t in tries)
     _, _, r, lr = max(tries, key=lambda t: t[:2])
     values = {f"test_{m}": r.test_metrics[m], f"val_{m}": r.val_metrics[m], "steps": r.steps,
               "best_epoch": r.best_epoch, "epochs_run": r.history.sizes.get("epoch", 0),
               "params": count_parameters(r.model), "lr": lr, "seq_len": task.spec.seq_len,
-              "time": _stage_time(r.history), **pt_vals}
+              "time": _stage_time(r.history), "grid_steps": grid_steps, "grid_time": grid_time,
+              **pt_vals}
     arrays.update(curve_train_loss=history_curve(r.history, "train_loss"),
                   **{f"curve_train_{m}": history_curve(r.history, f"train_{m}"),
                      f"curve_val_{m}": history_curve(r.history, f"val_{m}")})

@@ -34,7 +34,15 @@ class Setup:
     """The quickstart's settings (the notebook's parameters). Digits upsampled to image_size^2
     pixels; n_train labelled training images; a Transformer of d_model x n_layers; pretraining
     for pretrain_epochs; finetuning and scratch until validation stops improving (patience), at
-    most max_epochs."""
+    most max_epochs.
+
+    tokens        : pixels as tokens (the 17 intensity levels through an embedding table, masked
+                    pretraining with CE over the levels: LRA Image's encoding for Transformers,
+                    Table 1) instead of standardised continuous values (L1 on masked pixels).
+    scratch_lrs   : the from-scratch run's lr grid (each a full run; the best on validation is
+                    reported); empty: scratch_lr alone.
+    pretrain_val  : validate pretraining on this many validation images (None: all val_size).
+    """
 
     image_size: int = 8
     n_train: int = 100
@@ -52,11 +60,17 @@ class Setup:
     batch_size: int = 16
     max_epochs: int = 300
     patience: int = 30
+    tokens: bool = False
+    scratch_lrs: tuple = ()
+    pretrain_val: Optional[int] = None
     progress: bool = False
 
+    def __post_init__(self):
+        object.__setattr__(self, "scratch_lrs", tuple(float(x) for x in self.scratch_lrs))
+
     def task(self) -> TaskRef:
-        return TaskRef("digits", options=(("size", self.image_size), ("n_train", self.n_train),
-                                          ("val_size", self.val_size)))
+        options = (("size", self.image_size), ("n_train", self.n_train), ("val_size", self.val_size))
+        return TaskRef("digits", options=options + ((("tokens", True),) if self.tokens else ()))
 
     def model(self) -> TransformerConfig:
         return TransformerConfig(d_model=self.d_model, n_layers=self.n_layers, n_heads=self.n_heads,
@@ -69,13 +83,15 @@ class Setup:
         supervised = dict(common, epochs=self.max_epochs, patience=self.patience, warmup_steps=20,
                           schedule="constant")
         return {
-            "scratch": Arm(model=self.model(), train=TrainConfig(lr=self.scratch_lr, **supervised)),
+            "scratch": Arm(model=self.model(), train=TrainConfig(lr=self.scratch_lr, **supervised),
+                           lr_grid=self.scratch_lrs),
             "spt": Arm(model=self.model(),
                        objective=ObjectiveConfig(kind="masked", mask_ratio=self.mask_ratio,
-                                                 loss="l1"),
+                                                 loss="ce" if self.tokens else "l1"),
                        pretrain=TrainConfig(lr=self.pretrain_lr, epochs=self.pretrain_epochs,
                                             warmup_steps=50, **common),
-                       train=TrainConfig(lr=self.finetune_lr, **supervised)),
+                       train=TrainConfig(lr=self.finetune_lr, **supervised),
+                       pretrain_val=self.pretrain_val),
         }
 
 
