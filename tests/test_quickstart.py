@@ -28,18 +28,42 @@ def executed(tmp_path_factory):
 
 def test_notebook_writes_quickstart_nc(executed):
     ds = read_result(executed / "quickstart.nc")
-    assert list(ds.init.values) == ["scratch", "spt"] and list(ds.seed.values) == [0, 1]
+    # the laptop preset's structure, shrunk: pixel tokens, scratch over the lr grid, the
+    # continuous-pixel reference
+    assert set(ds.init.values) == {"scratch", "scratch_continuous", "spt"}
+    assert list(ds.seed.values) == [0, 1]
     assert ds.test_accuracy.dims == ("init", "seed")
     assert np.isfinite(ds.test_accuracy).all() and ((0 <= ds.test_accuracy) & (ds.test_accuracy <= 1)).all()
     cfg = run_config(ds)
     assert cfg["model"]["d_model"] == 16 and cfg["seeds"] == [0, 1]
+    assert cfg["setup"]["tokens"] is True and cfg["setup"]["scratch_lrs"] == [0.003, 0.001]
     assert (ds.steps > 0).all() and (ds.pretrain_steps > 0).all()
+    assert (ds.grid_steps.sel(init="scratch") > ds.steps.sel(init="scratch")).all()
+    assert set(np.round(ds.lr.sel(init="scratch").values, 6)) <= {0.003, 0.001}
     nb = json.loads((executed / "executed.ipynb").read_text())
     outputs = [o for c in nb["cells"] for o in c.get("outputs", [])]
     assert any("image/png" in o.get("data", {}) for o in outputs), "the figure was not rendered"
     assert len(outputs) < 40, "progress output floods the notebook"
-    assert (executed / "00_quickstart" / "runs" / "init=scratch__seed=1" / "scratch" /
-            "best.pt").exists()
+    for lr in ("0.003", "0.001"):
+        assert (executed / "00_quickstart" / "runs" / "init=scratch__seed=1" / f"scratch_lr={lr}" /
+                "best.pt").exists()
+
+
+def test_notebook_defaults_are_the_laptop_preset():
+    """`make demo` runs the notebook with its defaults: they must be quickstart.LAPTOP's."""
+    import dataclasses
+
+    from spt.studies.quickstart import LAPTOP
+    from spt.studies.runner import notebook_parameters
+
+    params = notebook_parameters(NOTEBOOK)
+    for f in dataclasses.fields(LAPTOP):
+        if f.name == "progress":
+            continue
+        want = getattr(LAPTOP, f.name)
+        got = params[f.name]["default"]
+        got = eval(got)  # papermill reports the default as source text
+        assert (list(want) if isinstance(want, tuple) else want) == got, f.name
 
 
 def test_notebook_has_no_definitions_and_documents_every_parameter():
@@ -86,7 +110,7 @@ def test_rerun_reuses_finished_runs_and_refuses_a_changed_config(tmp_path):
     assert best.stat().st_mtime_ns == stamp
     np.testing.assert_array_equal(a.test_accuracy, b.test_accuracy)
     table = summary_table(a)
-    assert list(table.index) == ["scratch", "spt", "spt - scratch"]
+    assert list(table.index) == ["scratch", "scratch_continuous", "spt", "spt - scratch"]
     from dataclasses import replace
     with pytest.raises(ValueError, match="mask_ratio"):
         run(replace(setup, mask_ratio=0.25), tmp_path / "runs", seeds=[0])

@@ -5,8 +5,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
 
-COLORS = {"scratch": "#9a9a9a", "spt": "#1f77b4"}
-LABELS = {"scratch": "trained from scratch", "spt": "self-pretrained + finetuned"}
+COLORS = {"scratch": "#9a9a9a", "spt": "#1f77b4", "scratch_continuous": "#d9a441"}
+LABELS = {"scratch": "trained from scratch", "spt": "self-pretrained + finetuned",
+          "scratch_continuous": "scratch, continuous pixels"}
 
 
 def plot_gain_bars(ds: xr.Dataset, metric: str = "test_accuracy", ax=None):
