@@ -26,6 +26,10 @@ def write_result(ds: xr.Dataset, path, *, config: dict | None = None,
     if path.exists() and not overwrite:
         raise FileExistsError(f"{path} exists; pass overwrite=True or choose another path")
     ds = ds.copy()
+    for v in ds.variables.values():
+        # an encoding read from an earlier file (e.g. a fixed-width string dtype) would truncate
+        # longer values combined since ("scratch_continuous" written as "scratch")
+        v.encoding = {k: e for k, e in v.encoding.items() if k != "dtype" or v.dtype.kind not in "USO"}
     if config is not None:
         ds.attrs["config"] = json.dumps(config, sort_keys=True, default=str)
     for k, v in list(ds.attrs.items()):

@@ -141,3 +141,16 @@ def test_result_files_are_atomic_and_combine(tmp_path):
     assert both.sizes == {"init": 2, "seed": 2}
     assert run_config(read_result(tmp_path / "r0.nc")) == {"seed": 0, "nested": {"a": 1}}
     assert not list(tmp_path.glob(".*tmp"))
+
+
+def test_combined_string_coords_are_written_whole(tmp_path):
+    """Cells read from files carry a fixed-width string encoding; combining a short and a long
+    label and writing the result must keep the long one whole."""
+    import xarray as xr
+    for i, init in enumerate(("scratch", "scratch_continuous")):
+        write_result(xr.Dataset({"a": (("init",), [float(i)])}, coords={"init": [init]}),
+                     tmp_path / f"{i}.nc")
+    both = load_results(tmp_path)
+    write_result(both, tmp_path / "out" / "both.nc") if (tmp_path / "out").mkdir() is None else None
+    assert sorted(read_result(tmp_path / "out" / "both.nc").init.values) == \
+        ["scratch", "scratch_continuous"]

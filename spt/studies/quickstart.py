@@ -257,7 +257,9 @@ def seed_table(ds: xr.Dataset, metric: str = "test_accuracy"):
         row["spt - scratch"] = row["spt"] - row["scratch"]
         row["scratch lr"] = float(d["lr"].sel(init="scratch"))
         row["scratch steps"] = int(d["steps"].sel(init="scratch"))
-        row["spt steps (pt + ft)"] = f"{int(d['pretrain_steps'])} + {int(d['steps'].sel(init='spt'))}"
+        pt = d["pretrain_steps"]
+        pt = pt.sel(init="spt") if "init" in pt.dims else pt
+        row["spt steps (pt + ft)"] = f"{int(pt)} + {int(d['steps'].sel(init='spt'))}"
         rows[int(s)] = row
     return pd.DataFrame(rows).T.rename_axis("seed")
 
