@@ -42,10 +42,14 @@ def notebooks_dir(path=None) -> Path:
 
 
 def list_studies(nb_dir=None) -> dict[str, str]:
-    """{study name: its title (the notebook's first heading)} for every study notebook."""
+    """{study name: its title (the notebook's first heading)} for every study notebook (the
+    paper's studies of :data:`spt.studies.STUDIES`; the quickstart, walkthrough, explorers and
+    your-architecture notebooks are not studies of the paper)."""
+    from . import STUDIES
+
     out = {}
     for nb in sorted(notebooks_dir(nb_dir).glob("*.ipynb")):
-        if not STUDY_PATTERN.match(nb.stem) or nb.stem.startswith(("00_", "10_", "11_")):
+        if not STUDY_PATTERN.match(nb.stem) or nb.stem not in STUDIES:
             continue
         out[nb.stem] = _title(nb)
     return out
