@@ -57,9 +57,9 @@ def _grads(model, spec, objective, on: bool):
 ], ids=["transformer-local", "s4-batchnorm-postnorm", "s4d"])
 def test_activation_checkpointing_gives_identical_gradients(task, model, monkeypatch):
     import spt.models.ssm as ssm_mod
-    import spt.models.transformer as tr_mod
+    import spt.models.stack as stack_mod
     calls = []
-    for mod in (ssm_mod, tr_mod):
+    for mod in (ssm_mod, stack_mod):
         real = mod.checkpoint
         monkeypatch.setattr(mod, "checkpoint",
                             functools.partial(lambda real, *a, **k: calls.append(1) or real(*a, **k),

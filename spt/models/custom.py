@@ -41,9 +41,9 @@ from typing import Optional
 
 import torch
 import torch.nn as nn
-from torch.utils.checkpoint import checkpoint
 
 from ..layer_config import LayerConfig, split_layer_path
+from .stack import NormedStack
 
 
 def import_layer(path: str) -> type:
@@ -201,7 +201,7 @@ class LayerBlock(nn.Module):
         return x + self.drop(call_layer(self.layer, h, valid, self._takes_valid))
 
 
-class LayerStack(nn.Module):
+class LayerStack(NormedStack):
     """The layer stack of a :class:`~spt.layer_config.LayerConfig`: n_layers :class:`LayerBlock`
     around instances of the configured class, then a LayerNorm. A Backbone's ``layers``.
 
@@ -214,7 +214,6 @@ class LayerStack(nn.Module):
     """
 
     def __init__(self, cfg: LayerConfig):
-        super().__init__()
         cls = import_layer(cfg.layer)
 
         def make() -> nn.Module:
@@ -222,17 +221,8 @@ class LayerStack(nn.Module):
                 return Bidirectional(build_layer(cls, cfg, True), build_layer(cls, cfg, True))
             return build_layer(cls, cfg, cfg.causal)
 
-        self.blocks = nn.ModuleList(LayerBlock(make(), cfg.d_model, cfg.dropout)
-                                    for _ in range(cfg.n_layers))
-        self.norm = nn.LayerNorm(cfg.d_model)
-        self.causal = cfg.causal
-        self.grad_checkpointing = False
-
-    def forward(self, x: torch.Tensor, valid: Optional[torch.Tensor] = None) -> torch.Tensor:
-        ckpt = self.grad_checkpointing and self.training and torch.is_grad_enabled()
-        for block in self.blocks:
-            x = checkpoint(block, x, valid, use_reentrant=False) if ckpt else block(x, valid)
-        return self.norm(x)
+        super().__init__((LayerBlock(make(), cfg.d_model, cfg.dropout)
+                          for _ in range(cfg.n_layers)), cfg.d_model, cfg.causal)
 
 
 def check_causal(layer: nn.Module, d_model: int, length: int = 16, t: Optional[int] = None) -> bool:

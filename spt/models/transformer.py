@@ -5,10 +5,10 @@ from typing import Optional
 
 import torch
 import torch.nn as nn
-from torch.utils.checkpoint import checkpoint
 
 from ..config import TransformerConfig
 from .attention import Attention
+from .stack import NormedStack
 
 
 class TransformerBlock(nn.Module):
@@ -30,7 +30,7 @@ class TransformerBlock(nn.Module):
         return x + self.drop(self.ff(self.norm2(x)))
 
 
-class TransformerEncoder(nn.Module):
+class TransformerEncoder(NormedStack):
     """A stack of pre-LN blocks followed by a final LayerNorm. (B, L, d) -> (B, L, d).
 
     causal : True when position t attends only to positions <= t (cfg.causal).
@@ -40,14 +40,5 @@ class TransformerEncoder(nn.Module):
     """
 
     def __init__(self, cfg: TransformerConfig):
-        super().__init__()
-        self.blocks = nn.ModuleList(TransformerBlock(cfg) for _ in range(cfg.n_layers))
-        self.norm = nn.LayerNorm(cfg.d_model)
-        self.causal = cfg.causal
-        self.grad_checkpointing = False
-
-    def forward(self, x: torch.Tensor, valid: Optional[torch.Tensor] = None) -> torch.Tensor:
-        ckpt = self.grad_checkpointing and self.training and torch.is_grad_enabled()
-        for block in self.blocks:
-            x = checkpoint(block, x, valid, use_reentrant=False) if ckpt else block(x, valid)
-        return self.norm(x)
+        super().__init__((TransformerBlock(cfg) for _ in range(cfg.n_layers)), cfg.d_model,
+                         cfg.causal)
