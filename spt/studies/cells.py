@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import re
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -148,6 +149,16 @@ def _headline(ds: xr.Dataset) -> str:
 WAIT_POLL = 5.0  # seconds between looks at cells another run is computing
 
 
+def auto_workers(workers: int) -> int:
+    """`workers`, or for 0 one worker process per CPU core on a machine without CUDA and one
+    on a GPU machine (the cells share the GPU in one process)."""
+    if workers < 0:
+        raise ValueError(f"workers must be >= 0 (0: one per CPU core without a GPU), got {workers}")
+    if workers:
+        return workers
+    return 1 if torch.cuda.is_available() else max(1, os.cpu_count() or 1)
+
+
 def run_cells(study: str, cells: Sequence[Cell], out_dir, *, workers: int = 1,
               log: Callable[[str], None] = print) -> xr.Dataset:
     """Run the cells without a result file and combine all results into one Dataset.
@@ -158,6 +169,7 @@ def run_cells(study: str, cells: Sequence[Cell], out_dir, *, workers: int = 1,
     folder holds claims on its cells (:mod:`spt.studies.claims`): this run takes the others and
     then waits for those results. One line per finished cell: its main metric and time.
     """
+    workers = auto_workers(workers)
     if not cells:
         raise ValueError(f"study {study}: no cells to run (check the preset's tasks / seeds)")
     dims = list(cells[0].coords)

@@ -86,7 +86,34 @@ def smoke(data_root=None) -> GridPreset:
                       f"{SMOKE_PRETRAIN_STEPS} pretraining steps at every fraction")
 
 
-PRESETS = {"smoke": smoke, "paper": paper}
+LAPTOP_FRACTIONS = (0.02, 0.05, 0.1, 0.25, 1.0)
+LAPTOP_PRETRAIN_STEPS = 1000
+LAPTOP_NOTE = ("laptop preset: digits 8x8 (continuous pixels, 997 training images) stand in for "
+               "LRA Image; a d=64 x 3 S4, batch 16, laptop lrs and budgets, not C.1.4's")
+
+
+def laptop(data_root=None) -> GridPreset:
+    """S4 (the Image row at d=64 x 3) on nested fractions of the digits' 997 training images,
+    continuous pixels: 1,000 masked-L1 pretraining steps at every fraction (lr 3e-3), then
+    finetuning (lr 1e-3) vs. scratch over lrs {3e-3, 1e-3}, both until validation accuracy has
+    not improved for 20 epochs."""
+    from . import laptop as lap
+    model = lap.ssm(ssm_preset("image", "s4").model, 64)
+    arms = lap.spt_and_scratch(model, ssm_preset("image", "s4").objective,
+                               lap.pretraining(3e-3, max_steps=LAPTOP_PRETRAIN_STEPS),
+                               lap.supervised(1e-3, patience=20, max_epochs=300),
+                               scratch_lrs=(3e-3, 1e-3), note=LAPTOP_NOTE)
+    entries = tuple(Entry((("task", "digits"), ("fraction", f), ("init", i)),
+                          lap.digits(fraction=f), arms[i])
+                    for f in LAPTOP_FRACTIONS for i in ("scratch", "spt"))
+    return GridPreset("laptop", entries, seeds=lap.SEEDS, note=(
+        f"2-core CPU: S4 d=64 x 3 on digits 8x8 (continuous pixels) at fractions "
+        f"{LAPTOP_FRACTIONS} of 997 training images (20 to 997), {LAPTOP_PRETRAIN_STEPS} "
+        f"pretraining steps at every fraction; scratch over lrs {{3e-3, 1e-3}}, patience 20 on "
+        f"both sides; 3 seeds. Stands in for Fig. 3's Image panel"))
+
+
+PRESETS = {"smoke": smoke, "laptop": laptop, "paper": paper}
 
 
 cells, run, deviations = grid_study(STUDY, PRESETS, "task, fraction, init, seed")

@@ -30,9 +30,17 @@ from .lra_transformers import task_ref
 from .smoke import smoke_data_root
 
 STUDY = "06_kernel_decay"
-PRESETS = ("smoke", "paper")
+PRESETS = ("smoke", "laptop", "paper")
 TASKS = ("image", "text", "pathx", "listops")
-PERIODS = {"image": 32, "pathfinder": 32, "pathx": 128, "pathx256": 256, "digits": 8}
+PERIODS = {"image": 32, "pathfinder": 32, "pathx": 128, "pathx256": 256, "digits": 8,
+           "digits16": 16}
+LAPTOP_PRETRAIN_STEPS = 2000
+NOTES = {"smoke": "CPU smoke run: 2-layer d=16 S4, 4 pretraining epochs on digits 8x8 and "
+                  "generated ListOps; checks the pipeline only",
+         "laptop": f"2-core CPU: S4 d=64 x 4 layers masked-pretrained ({LAPTOP_PRETRAIN_STEPS} "
+                   f"steps, L1) on the 997 training digits at 16x16 (256 pixels, 16 per row) "
+                   f"standing in for LRA Image; 3 seeds",
+         "paper": "Table 5 'S4 + SPT' rows, pretraining only, LRA data"}
 
 
 def kernels_run(ref: TaskRef, model, objective, pretrain_cfg, seed: int, period: int,
@@ -82,6 +90,16 @@ def cells(preset: str = "smoke", *, data_root=None, seeds=None, device: str = "a
             p = ssm_preset(row, "s4")
             rows.append((name, ref, replace(p, model=replace(shrink(p.model), max_len=L),
                                             pretrain=smoke_train(p.pretrain, epochs=4))))
+    elif preset == "laptop":
+        # S4 (the Image row at d=64, 4 layers, so that the layers' kernels can differ) pretrained
+        # on the 997 training digits at 16x16 (256 pixels, 16 per row): masked L1, lr 3e-3
+        from . import laptop as lap
+        p = ssm_preset("image", "s4")
+        model = replace(lap.ssm(p.model, 256), n_layers=4)
+        rows = [("digits16", lap.digits(size=16),
+                 replace(p, model=model,
+                         pretrain=lap.pretraining(3e-3, max_steps=LAPTOP_PRETRAIN_STEPS)))]
+        seeds = seeds or lap.SEEDS
     else:
         raise ValueError(f"study {STUDY}: unknown preset {preset!r}; choose from "
                          f"{', '.join(PRESETS)}")
@@ -95,6 +113,7 @@ def run(preset: str = "smoke", out_dir="results", *, data_root=None,
         tasks: Optional[Sequence[str]] = None) -> xr.Dataset:
     """Pretrain (or reuse) and compute kernels; returns Dataset (task, seed, layer, lag)."""
     cs = cells(preset, data_root=data_root, seeds=seeds, device=device, tasks=tasks)
+    print(f"{STUDY} [{preset}]: {NOTES.get(preset, '')}")
     return run_cells(STUDY, cs, out_dir, workers=workers)
 
 
@@ -102,6 +121,35 @@ def deviations(preset: str = "paper", data_root="DATA"):
     """Where the preset departs from the paper (a DataFrame; none for this study)."""
     import pandas as pd
     return pd.DataFrame(columns=["task", "deviation"])
+
+
+def decay_summary(ds: xr.Dataset):
+    """How the pretrained kernels differ from HiPPO's, per task and layer (mean over seeds):
+
+    half_lag     : the lag by which half of the kernel's total |K_max| has accumulated (smaller:
+                   more local), for the pretrained kernels and the HiPPO baseline;
+    row_peak     : for image tasks (period > 0), mean K_max at lags that are multiples of the row
+                   length over the mean K_max at the other lags of the same range (1: no peaks at
+                   the rows; Fig. 4's PathX panel shows peaks aligned with the 2D structure).
+    """
+    import pandas as pd
+    rows = []
+    for task in ds["task"].values:
+        d = ds.sel(task=task)
+        period = int(d["period"].values) if "period" in d.coords else 0
+        lags = d["lag"].values
+        for layer in d["layer"].values:
+            row = {"task": str(task), "layer": int(layer)}
+            for kind in ("pretrained", "baseline"):
+                k = d[kind].sel(layer=layer).mean("seed").values
+                cum = np.cumsum(k) / max(float(k.sum()), 1e-30)
+                row[f"half_lag_{kind}"] = int(lags[np.argmax(cum >= 0.5)])
+                if period > 0:
+                    on = (lags > 0) & (lags % period == 0)
+                    off = (lags > 0) & (lags % period != 0) & (lags < lags[on].max())
+                    row[f"row_peak_{kind}"] = round(float(k[on].mean() / k[off].mean()), 3)
+            rows.append(row)
+    return pd.DataFrame(rows).set_index(["task", "layer"])
 
 
 def table(ds: xr.Dataset, lags: Sequence[int] = (1, 10, 100)):

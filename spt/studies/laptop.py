@@ -1,0 +1,98 @@
+"""Sizes, data and budgets of the `laptop` presets: the paper's protocol at a 2-core CPU's scale.
+
+Between `smoke` (a pipeline check, near chance) and `paper` (GPU-days), a laptop preset runs a
+study in at most ~30 minutes on two cores and is sized so that the paper's finding can show:
+
+- data: the embedded scikit-learn digits (no download) in the paper's encodings: pixels as
+  tokens for Transformers (LRA Image's encoding, Table 1), continuous pixels for the SSMs
+  (S4's Image setting, Table 5); 8x8 scans (64-pixel sequences) for the trained studies, 16x16
+  (256 pixels, 16 per row) for the kernel study so a kernel spans many rows;
+- models: the paper's kinds at d=64 x 3 layers (the LRA Image Transformer's size);
+- budgets, fair to both sides: scratch tries every lr of a small grid (each a full run, the best
+  on validation kept) and, like finetuning, trains until validation accuracy has not improved
+  for `patience` epochs; every result reports the steps of each side (steps, grid_steps,
+  pretrain_steps).
+
+The study modules build their `laptop` presets from these helpers; the measured times and
+numbers are in the README ("Laptop presets").
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from ..config import ObjectiveConfig, TrainConfig, replace
+from ..ssm_config import SSMConfig
+from .arms import Arm, TaskRef
+from .grid import fit_len
+
+SEEDS = (0, 1, 2)
+D_MODEL, N_LAYERS = 64, 3
+BATCH = 16
+# digits splits: a stratified 500-image test set and 300 validation images; the rest (997
+# images) is the training pool that n_train / fraction take nested prefixes of.
+VAL_SIZE = 300
+
+
+def digits(n_train=None, fraction: float = 1.0, tokens: bool = False, size: int = 8) -> TaskRef:
+    """The embedded digits at `size` x `size` pixels: n_train images (or a nested `fraction` of
+    the 997-image training pool), as tokens (17 intensity levels) or continuous values."""
+    options = (("size", size), ("val_size", VAL_SIZE))
+    if n_train is not None:
+        options += (("n_train", n_train),)
+    if tokens:
+        options += (("tokens", True),)
+    return TaskRef("digits", fraction=fraction, options=options)
+
+
+def ssm(model: SSMConfig, seq_len: int, d_state: int = 64) -> SSMConfig:
+    """The paper's S4 / DLR row (its kind, init, GLU, norm, pooling) at laptop size: d=64 x 3
+    layers, state size `d_state`, dropout 0.1."""
+    return fit_len(replace(model, d_model=D_MODEL, n_layers=N_LAYERS, d_state=d_state,
+                           dropout=0.1), seq_len)
+
+
+def supervised(lr: float, patience: int, max_epochs: int) -> TrainConfig:
+    """Finetuning or scratch: batch 16, until validation accuracy has not improved for
+    `patience` epochs (at most max_epochs), constant lr after 20 warmup steps."""
+    return TrainConfig(lr=lr, batch_size=BATCH, epochs=max_epochs, patience=patience,
+                       warmup_steps=20, schedule="constant", progress=False)
+
+
+def pretraining(lr: float, epochs: int = 10**6, max_steps=None) -> TrainConfig:
+    """Self-pretraining: batch 16, `epochs` or `max_steps`, 50 warmup steps."""
+    return TrainConfig(lr=lr, batch_size=BATCH, epochs=epochs, max_steps=max_steps,
+                       warmup_steps=50, progress=False)
+
+
+def spt_and_scratch(model, objective: ObjectiveConfig, pretrain: TrainConfig,
+                    finetune: TrainConfig, scratch_lrs: tuple, pretrain_val: int = 100,
+                    note: str = "") -> dict[str, Arm]:
+    """{"spt": pretrain -> finetune, "scratch": the same model over the lr grid `scratch_lrs`
+    with finetuning's stopping rule}."""
+    scratch = Arm(model=model, train=replace(finetune, lr=scratch_lrs[0]), lr_grid=scratch_lrs,
+                  note=note)
+    spt = Arm(model=model, objective=objective, pretrain=pretrain, train=finetune,
+              pretrain_val=pretrain_val, note=note)
+    return {"spt": spt, "scratch": scratch}
+
+
+@dataclass(frozen=True)
+class FewSteps:
+    """The CI form of a laptop preset, passed as ``dry=`` to a study's ``cells()``: the same
+    tasks, models and grid, but `steps` optimiser steps per stage (one epoch, no early stopping).
+
+        cells = data_scales.cells("laptop", seeds=[0], dry=FewSteps(3))
+    """
+
+    steps: int = 3
+
+    def ref(self, ref: TaskRef) -> TaskRef:
+        return ref
+
+    def train(self, cfg: TrainConfig) -> TrainConfig:
+        return replace(cfg, max_steps=self.steps, epochs=1, patience=None)
+
+    def arm(self, arm: Arm) -> Arm:
+        return dataclasses.replace(arm, train=self.train(arm.train),
+                                   pretrain=None if arm.pretrain is None else self.train(arm.pretrain))

@@ -1,0 +1,101 @@
+"""The laptop presets: what each one holds (fair budgets, the paper's grid, the paper's encodings)
+and their CI form — every cell at a few steps through the study runner, result files checked.
+The real laptop runs are benchmarks (README "Laptop presets"), not tests."""
+import numpy as np
+import pytest
+
+from spt.studies import data_scales, explicit_priors, kernel_decay, lra_transformers, quickstart
+from spt.studies.cells import load_study, run_cells
+from spt.studies.laptop import FewSteps
+
+GRID_STUDIES = {
+    "00_quickstart": (quickstart, ("init", "seed")),
+    "01_lra_transformers": (lra_transformers, ("task", "init", "seed")),
+    "03_explicit_priors": (explicit_priors, ("task", "model", "ssm_init", "init", "seed")),
+    "04_data_scales": (data_scales, ("task", "fraction", "init", "seed")),
+}
+
+
+def _laptop(module):
+    return module.PRESETS["laptop"]()
+
+
+@pytest.mark.parametrize("study", [s for s in GRID_STUDIES if s != "00_quickstart"])
+def test_laptop_budgets_are_fair_to_scratch(study):
+    """Scratch tries an lr grid; both sides stop on validation with the same patience; SPT's
+    finetuning and scratch share the model and the epoch cap."""
+    p = _laptop(GRID_STUDIES[study][0])
+    assert len(p.seeds) >= 3
+    by_init = {}
+    for e in p.entries:
+        by_init.setdefault(dict(e.coords)["init"], []).append(e.arm)
+    for arm in by_init["scratch"]:
+        assert len(arm.lr_grid) >= 2 and arm.objective is None and arm.pretrain is None
+    spt = [a for i, arms in by_init.items() if i != "scratch" for a in arms]
+    assert spt and all(a.pretrain is not None and a.objective is not None for a in spt)
+    for a in spt + by_init["scratch"]:
+        assert a.train.patience and a.train.epochs >= 5 * a.train.patience
+        assert a.note.startswith("laptop preset"), "each laptop arm says what it departs from"
+    assert {a.train.patience for a in spt} == {a.train.patience for a in by_init["scratch"]}
+
+
+def test_laptop_presets_use_the_papers_encodings_and_grids():
+    # 01: pixel tokens (LRA Image's Transformer encoding), the three arms of Table 1
+    p = _laptop(lra_transformers)
+    assert [dict(e.coords)["init"] for e in p.entries] == ["scratch", "masked", "causal"]
+    assert all(dict(e.ref.options).get("tokens") for e in p.entries)
+    causal = p.entries[2].arm
+    assert causal.model.causal and causal.objective.kind == "causal"
+    # 03: S4 and DLR x structured / random x scratch / SPT, continuous pixels (S4's Image input)
+    p = _laptop(explicit_priors)
+    combos = {(dict(e.coords)["model"], dict(e.coords)["ssm_init"], dict(e.coords)["init"])
+              for e in p.entries}
+    assert len(combos) == 8
+    inits = {(dict(e.coords)["model"], dict(e.coords)["ssm_init"]): e.arm.model.init
+             for e in p.entries}
+    assert inits[("s4", "random")] == inits[("dlr", "random")] == "random"
+    assert inits[("s4", "structured")] != "random" and inits[("dlr", "structured")] != "random"
+    assert not any(dict(e.ref.options).get("tokens") for e in p.entries)
+    # 04: nested fractions, the same number of pretraining steps at every one (Fig. 3)
+    p = _laptop(data_scales)
+    fractions = sorted({e.ref.fraction for e in p.entries})
+    assert len(fractions) >= 4 and fractions[-1] == 1.0
+    assert {e.arm.pretrain.max_steps for e in p.entries if e.arm.pretrain} == {
+        data_scales.LAPTOP_PRETRAIN_STEPS}
+    # 06: S4 on 16x16 digits, kernels long enough to span many image rows
+    cells = kernel_decay.cells("laptop")
+    assert len(cells) == 3 and cells[0].coords["task"] == "digits16"
+    assert cells[0].config["model"]["max_len"] == 256
+    assert cells[0].config["pretrain"]["max_steps"] == kernel_decay.LAPTOP_PRETRAIN_STEPS
+
+
+@pytest.mark.parametrize("study", list(GRID_STUDIES))
+def test_laptop_preset_runs_in_its_ci_form(study, tmp_path):
+    """Every cell of the laptop preset (seed 0) at 2 steps per stage; the result files hold
+    every grid point with finite metrics and the steps each side took."""
+    module, dims = GRID_STUDIES[study]
+    cells = module.cells("laptop", seeds=[0], dry=FewSteps(2), device="cpu")
+    ds = run_cells(study, cells, tmp_path, workers=1, log=lambda s: None)
+    assert tuple(ds["test_accuracy"].dims) == dims
+    assert len(list((tmp_path / study).glob("*.nc"))) == len(cells)
+    again = load_study(tmp_path, study)
+    assert int(again["test_accuracy"].notnull().sum()) == len(cells)
+    acc = ds["test_accuracy"].values
+    assert np.all((acc >= 0) & (acc <= 1))
+    scratch = ds.sel(init="scratch")
+    assert np.all(scratch["steps"].values == 2)
+    # every lr of the scratch grid ran: its steps are counted in grid_steps
+    assert np.all(scratch["grid_steps"].values == 4)
+    spt = ds.sel(init=[i for i in ds["init"].values if i not in ("scratch", "scratch_continuous")])
+    assert np.all(spt["pretrain_steps"].values == 2)
+
+
+def test_kernel_decay_laptop_runs_in_its_ci_form(tmp_path):
+    cells = kernel_decay.cells("laptop", seeds=[0], dry=FewSteps(2), device="cpu")
+    ds = run_cells(kernel_decay.STUDY, cells, tmp_path, workers=1, log=lambda s: None)
+    assert dict(ds["pretrained"].sizes) == {"task": 1, "seed": 1, "layer": 4, "lag": 256}
+    assert float(ds["pretrain_steps"].max()) == 2
+    s = kernel_decay.decay_summary(ds)
+    assert list(s.index.get_level_values("layer")) == [0, 1, 2, 3]
+    assert {"half_lag_pretrained", "half_lag_baseline", "row_peak_pretrained",
+            "row_peak_baseline"} <= set(s.columns)
