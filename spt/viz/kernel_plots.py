@@ -131,7 +131,9 @@ def row_period(ds: xr.Dataset, task) -> int:
     """The image-row period recorded for `task` (0 when none)."""
     if "period" not in ds.coords:
         return 0
-    return int(ds.period.sel(task=task).values)
+    period = ds.period
+    # one task's results hold the period as a scalar coordinate, several tasks' along "task"
+    return int(period.sel(task=task).values if "task" in period.dims else period.values)
 
 
 def fig4_kernel_decay(kernels=None, *, layers: Optional[Sequence[int]] = None,

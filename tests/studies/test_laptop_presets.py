@@ -99,3 +99,11 @@ def test_kernel_decay_laptop_runs_in_its_ci_form(tmp_path):
     assert list(s.index.get_level_values("layer")) == [0, 1, 2, 3]
     assert {"half_lag_pretrained", "half_lag_baseline", "row_peak_pretrained",
             "row_peak_baseline"} <= set(s.columns)
+    # what notebook 06 draws from one task's results (the period is then a scalar coordinate)
+    import matplotlib
+    matplotlib.use("Agg")
+    from spt.viz import explore_kernels, fig4_kernel_decay
+    from spt.viz.kernel_plots import row_period
+    assert row_period(ds.mean("seed"), "digits16") == 16
+    fig4_kernel_decay(ds.mean("seed"), log=True)
+    explore_kernels(ds.mean("seed"), interactive=False)
