@@ -1,17 +1,19 @@
-"""Write the sample result files shipped in spt/samples/ (real tiny CPU runs) and PROVENANCE.md.
+"""Write the sample result files shipped in spt/samples/ from the laptop studies, and PROVENANCE.md.
 
-    python tools/make_sample_results.py                 # both samples, into spt/samples/
-    python tools/make_sample_results.py --only kernels  # one of: data_scales, kernels
-    python tools/make_sample_results.py --out /tmp/s    # elsewhere (e.g. to compare)
+    python tools/make_sample_results.py                       # run both laptop studies, write samples
+    python tools/make_sample_results.py --from RESULTS        # from finished laptop runs under RESULTS
+    python tools/make_sample_results.py --only kernels --out /tmp/s
 
-data_scales.nc : SPT vs. scratch on the embedded digits task (8x8 -> 64-pixel sequences) for a
-                 small Transformer and a small S4, at two nested training fractions, two seeds;
-                 dims (task, model, fraction, init, seed) + curves over epoch. Pretraining gets a
-                 fixed number of steps at every fraction (as in the paper's Fig. 3).
-kernels.nc     : per-channel |K| (layer, channel, lag) of a small S4 and a small DLR after masked
-                 self-pretraining on 16x16 digits (256-pixel sequences), and of the same configs
-                 at their structured (HiPPO) initialisation; dims (task, model, layer, channel, lag).
-Runs go to a temporary folder; only the .nc files and PROVENANCE.md are written to --out.
+data_scales.nc : study 04's laptop preset (S4 d=64 x 3, scratch vs. SPT on nested fractions of the
+                 digits' 997 training images, 3 seeds): its result Dataset with a "model"
+                 dimension, pretraining curves dropped; dims (task, model, fraction, init, seed)
+                 + epoch for the finetuning / scratch curves.
+kernels.nc     : per-channel |K| (layer, channel, lag) of study 06's laptop S4 (d=64 x 4,
+                 2,000 masked-pretraining steps on 16x16 digits; seed 0) and of the same config
+                 at its HiPPO initialisation; dims (task, model, layer, channel, lag).
+RESULTS is the --out of `spt study run 04_data_scales --preset laptop` and
+`spt study run 06_kernel_decay --preset laptop`; without --from, both run in a temporary folder
+(about 55 min on 2 cores). PROVENANCE.md states what each sample shows, computed from its numbers.
 """
 from __future__ import annotations
 
@@ -29,13 +31,13 @@ import torch
 import xarray as xr
 
 from spt.analysis.kernel_decay import kernel_abs_comparison
-from spt.config import ObjectiveConfig, TrainConfig, TransformerConfig
-from spt.data import digits_task
-from spt.ssm_config import SSMConfig
-from spt.studies.arms import Arm, TaskRef
-from spt.studies.cells import run_cells
-from spt.studies.grid import Entry, GridPreset, grid_cells
-from spt.train import pretrain
+from spt.config import ObjectiveConfig
+from spt.data.task import TaskSpec
+from spt.model_config import model_config_from_dict
+from spt.models.model import pretraining_model
+from spt.studies import data_scales, kernel_decay
+from spt.studies.cells import load_study, run_folder
+from spt.train.checkpoint import load_backbone, load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 FRACTIONS = (0.05, 0.15)
@@ -61,75 +63,103 @@ def _write(ds: xr.Dataset, path: Path) -> Path:
     return path
 
 
-def make_data_scales(runs: Path, workers: int) -> xr.Dataset:
-    """SPT vs. scratch at 2 training fractions x 2 seeds on digits 8x8 (the quick-start's
-    Transformer and protocol, with a fixed number of pretraining steps at every fraction),
-    through the study runner."""
-    model = TransformerConfig(d_model=64, n_layers=3, n_heads=4, d_ff=128, dropout=0.1, max_len=64)
-    objective = ObjectiveConfig(kind="masked", mask_ratio=0.5, loss="l1")
-    pt = TrainConfig(lr=3e-3, batch_size=16, epochs=1000, max_steps=PRETRAIN_STEPS,
-                     warmup_steps=50, progress=False)
-    ft = TrainConfig(lr=3e-4, batch_size=16, epochs=200, patience=20, warmup_steps=20,
-                     schedule="constant", progress=False)
-    sc = TrainConfig(lr=1e-3, batch_size=16, epochs=200, patience=20, warmup_steps=20,
-                     schedule="constant", progress=False)
-    arms = {"scratch": Arm(model=model, train=sc),
-            "spt": Arm(model=model, objective=objective, pretrain=pt, train=ft)}
-    entries = tuple(Entry((("fraction", frac), ("init", init)),
-                          TaskRef("digits", fraction=frac,
-                                  options=(("size", 8), ("val_size", 150), ("test_size", 300))),
-                          arm)
-                    for frac in FRACTIONS for init, arm in arms.items())
-    ds = run_cells("data_scales_sample", grid_cells(GridPreset("sample", entries, SEEDS)), runs,
-                   workers=workers)
+def make_data_scales(results: Path, workers: int) -> xr.Dataset:
+    """Study 04's laptop results under `results` (run there first if missing)."""
+    if not (results / data_scales.STUDY).is_dir():
+        data_scales.run("laptop", results, workers=workers)
+    ds = load_study(results, data_scales.STUDY)
     keep = [v for v in ds.data_vars if not v.startswith("pretrain_curve")]
-    out = ds[keep].expand_dims(model=["transformer"], task=["digits8"])
+    out = ds[keep].expand_dims(model=["s4"]).transpose("task", "model", "fraction", "init", "seed",
+                                                     ...)
     out = out.astype({v: "float32" for v in out.data_vars})
-    out.attrs = {"task": "digits8", "description": "SPT vs scratch at two training fractions",
-                 "config": {"models": {"transformer": str(model)}, "objective": str(objective),
-                            "pretrain": str(pt), "finetune": str(ft), "scratch": str(sc),
-                            "fractions": list(FRACTIONS), "seeds": list(SEEDS),
-                            "train_split": 997}}
+    out.attrs = {"description": "study 04 laptop preset: S4 scratch vs. SPT on nested fractions",
+                 "preset": data_scales.PRESETS["laptop"]().note}
     return out
 
 
-def make_kernels(runs: Path) -> xr.Dataset:
-    """Per-channel kernels of a masked-pretrained S4 and DLR on 16x16 digits vs. their init."""
-    task = digits_task(size=16, n_train=200, val_size=100, test_size=100)
-    objective = ObjectiveConfig(kind="masked", mask_ratio=0.5, loss="l1")
-    tc = TrainConfig(lr=3e-3, batch_size=16, epochs=1000, max_steps=400, warmup_steps=40,
-                     progress=False)
-    models = {"s4": SSMConfig(kind="s4", d_model=16, n_layers=3, d_state=16, max_len=256),
-              "dlr": SSMConfig(kind="dlr", d_model=16, n_layers=3, d_state=32, max_len=256)}
-    parts = []
-    for name, cfg in models.items():
-        r = pretrain(task, cfg, objective, tc, runs / f"kernels_{name}")
-        ds = kernel_abs_comparison(r.model, L=256, seed=0)
-        ds = ds.rename(model="model_abs", baseline="baseline_abs")
-        print(f"kernels {name}: {r.steps} pretraining steps, val loss {r.val_metrics['loss']:.3f}",
-              flush=True)
-        parts.append(ds.astype("float32").expand_dims(model=[name]))
-    out = xr.concat(parts, "model", combine_attrs="drop").expand_dims(task=["digits16"])
-    out = out.assign_coords(period=("task", [16]))
-    out.attrs = {"description": "per-channel |K| after masked self-pretraining vs HiPPO init",
-                 "config": {"models": {k: str(v) for k, v in models.items()},
-                            "objective": str(objective), "pretrain": str(tc),
-                            "n_train": 200}}
+def _pretrained_model(path: Path) -> torch.nn.Module:
+    """The pretraining model of a pretraining best.pt, its weights loaded."""
+    c = load_checkpoint(path)
+    model = pretraining_model(model_config_from_dict(c["model_config"]), TaskSpec(**c["spec"]),
+                              ObjectiveConfig(**c["objective"]))
+    load_backbone(model, c)
+    return model.eval()
+
+
+def make_kernels(results: Path, workers: int, seed: int = 0) -> xr.Dataset:
+    """Per-channel |K| of study 06's laptop S4 (seed `seed`) after pretraining vs. its init."""
+    if not (results / kernel_decay.STUDY).is_dir():
+        kernel_decay.run("laptop", results, workers=workers)
+    cell = [c for c in kernel_decay.cells("laptop") if c.coords["seed"] == seed][0]
+    ckpt = run_folder(results, kernel_decay.STUDY, cell.coords) / "pretrain" / "best.pt"
+    if not ckpt.is_file():
+        raise FileNotFoundError(f"{ckpt}: study 06's laptop run of seed {seed} is missing; run "
+                                f"`spt study run 06_kernel_decay --preset laptop --out {results}`")
+    model = _pretrained_model(ckpt)
+    L = int(cell.config["model"]["max_len"])
+    ds = kernel_abs_comparison(model, L=L, seed=seed).rename(model="model_abs",
+                                                              baseline="baseline_abs")
+    out = ds.astype("float32").expand_dims(model=["s4"]).expand_dims(task=[cell.coords["task"]])
+    out = out.assign_coords(period=("task", [kernel_decay.PERIODS[cell.coords["task"]]]))
+    out.attrs = {"description": "per-channel |K| after masked self-pretraining vs. HiPPO init",
+                 "preset": kernel_decay.NOTES["laptop"], "seed": seed, "checkpoint": str(ckpt)}
     return out
+
+
+def data_scales_finding(ds: xr.Dataset) -> str:
+    """What the data-scale sample shows, from its numbers: mean test accuracy per fraction and
+    the relative gain, and whether the gain grows as the fraction shrinks."""
+    g = data_scales.gains(ds.isel(model=0, drop=True))
+    rows = []
+    for f in g["fraction"].values:
+        acc = g["accuracy"].sel(task=g["task"].values[0], fraction=f)
+        rel = float(g["relative_gain"].sel(task=g["task"].values[0], fraction=f))
+        rows.append(f"{f:g}: scratch {float(acc.sel(init='scratch')):.1f}%, SPT "
+                    f"{float(acc.sel(init='spt')):.1f}% ({rel:+.1f}%)")
+    rel = g["relative_gain"].isel(task=0).values
+    grows = bool(np.all(np.diff(rel) <= 0))
+    verdict = ("the relative gain grows at every step as the fraction shrinks (Fig. 3's finding "
+               "shows)" if grows else "the relative gain does NOT grow at every step as the "
+               "fraction shrinks")
+    return (f"Mean test accuracy over {ds.sizes['seed']} seeds (relative gain of SPT) at each "
+            f"fraction — {'; '.join(rows)}: {verdict}.")
+
+
+def kernels_finding(ds: xr.Dataset) -> str:
+    """Per layer: the lag by which half of K_max has accumulated, pretrained vs. HiPPO."""
+    k = ds["model_abs"].isel(task=0, model=0).max("channel")
+    b = ds["baseline_abs"].isel(task=0, model=0).max("channel")
+    lags = k["lag"].values
+
+    def half(x):
+        c = np.cumsum(x) / x.sum()
+        return int(lags[np.argmax(c >= 0.5)])
+    period = int(ds["period"].values[0])
+    parts = [f"layer {int(l)} {half(k.sel(layer=l).values)} vs. {half(b.sel(layer=l).values)}"
+             for l in k["layer"].values]
+    row = [f"layer {int(l)} {float(k.sel(layer=l, lag=period)):.2f} vs. "
+           f"{float(b.sel(layer=l, lag=period)):.2f}" for l in k["layer"].values]
+    return ("Lag by which half of K_max (max over channels) has accumulated, pretrained vs. "
+            "HiPPO: " + ", ".join(parts) + f". K_max at lag {period} (the pixel one row up), "
+            "pretrained vs. HiPPO: " + ", ".join(row) + ".")
 
 
 def provenance(out: Path) -> str:
     """PROVENANCE.md text from the attrs of every sample file in `out`."""
     lines = ["# Sample results: provenance", "",
-             "Small result files produced by real (tiny) CPU runs of spt; the explorers open on "
-             "them. Regenerate with:", "", "```bash", "python tools/make_sample_results.py",
-             "```", "", "Runtimes below were measured while other jobs shared the machine's 2 cores "
-             "(load average about 8); on an idle machine expect a fraction of them.", ""]
+             "Result files of the laptop presets of studies 04 and 06 (real CPU runs); the "
+             "explorers open on them. Regenerate with:", "", "```bash",
+             "python tools/make_sample_results.py                  # runs both (~55 min, 2 cores)",
+             "python tools/make_sample_results.py --from RESULTS   # from finished laptop runs",
+             "```", "", "The paragraph after each description is computed from the file's numbers "
+             "by the tool. The runtime is the tool's (with --from: reading the runs; the studies' "
+             "own times are in the README's laptop table).", ""]
     for f in sorted(out.glob("*.nc")):
         with xr.open_dataset(f, engine="h5netcdf") as ds:
             a = dict(ds.attrs)
+            finding = FINDINGS[f.stem](ds.load()) if f.stem in FINDINGS else ""
         lines += [f"## {f.name} ({f.stat().st_size / 1024:.0f} KB)", "",
-                  DESCRIPTIONS.get(f.stem, ""), "",
+                  DESCRIPTIONS.get(f.stem, ""), "", finding, "",
                   f"- command: `{a.get('made_by', '?')}`",
                   f"- date: {a.get('made_on', '?')}; runtime {float(a.get('runtime_s', 'nan')) / 60:.1f} min",
                   f"- machine: {a.get('machine', '?')}",
@@ -138,43 +168,45 @@ def provenance(out: Path) -> str:
 
 
 DESCRIPTIONS = {
-    "data_scales": ("the study runner on `digits_task(size=8, fraction=f, val_size=150, "
-                    f"test_size=300)` for f in {FRACTIONS} (67 and 202 of the 1,347-image training "
-                    f"split), seeds {SEEDS}; the quick-start Transformer (d=64, 3 layers, 4 heads); "
-                    f"{PRETRAIN_STEPS} masked-denoising steps (50% of pixels, L1, lr 3e-3) at every "
-                    "fraction, then finetuning (lr 3e-4) vs. scratch (lr 1e-3), both with early "
-                    "stopping (patience 20, at most 200 epochs). "
-                    "Dims: task, model, fraction, init, seed (+ epoch for the curves). In the "
-                    "2026-11-22 files SPT did not beat scratch (mean test accuracy, fraction 0.05: "
-                    "SPT 65.7% vs. scratch 73.3%; 0.15: 87.5% vs. 87.8%): these are samples for "
-                    "the explorers, not evidence either way."),
-    "kernels": ("Per-channel |K| (max over both directions) of an S4 (d=16, 3 layers, N=16) and a "
-                "DLR (d=16, 3 layers, N=32) after 400 steps of masked self-pretraining on 200 "
-                "16x16 digits (256-pixel sequences), next to the same configs at their structured "
-                "init (`kernel_abs_comparison`, L=256). Variables model_abs, baseline_abs over "
-                "(task, model, layer, channel, lag); coordinate `period` = 16 pixels per image row."),
+    "data_scales": ("Study 04's laptop preset (`spt study run 04_data_scales --preset laptop`): "
+                    "S4 (d=64 x 3) on digits 8x8 with continuous pixels at nested fractions of the "
+                    "997 training images, 1,000 masked-L1 pretraining steps at every fraction, "
+                    "finetuning (lr 1e-3) vs. scratch over lrs {3e-3, 1e-3}, patience 20 on both "
+                    "sides, 3 seeds. Dims: task, model, fraction, init, seed (+ epoch for the "
+                    "curves)."),
+    "kernels": ("Per-channel |K| (max over both directions) of study 06's laptop S4 (d=64 x 4 "
+                "layers, N=64; seed 0) after 2,000 masked-L1 pretraining steps on the 997 "
+                "training digits at 16x16 (256-pixel sequences), next to the same config at its "
+                "HiPPO init (`kernel_abs_comparison`, L=256). Variables model_abs, baseline_abs "
+                "over (task, model, layer, channel, lag); coordinate `period` = 16 pixels per "
+                "image row."),
 }
+FINDINGS = {"data_scales": data_scales_finding, "kernels": kernels_finding}
 
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=str(ROOT / "spt" / "samples"), help="output folder")
+    p.add_argument("--from", dest="results", default=None,
+                   help="results folder of the laptop runs of studies 04 and 06 (default: run "
+                        "them in a temporary folder)")
     p.add_argument("--only", choices=["data_scales", "kernels"], help="make one sample only")
-    p.add_argument("--workers", type=int, default=2, help="parallel seed processes")
+    p.add_argument("--workers", type=int, default=0, help="worker processes (0: one per core)")
     a = p.parse_args(argv)
     out = Path(a.out)
     versions = ", ".join(f"{m.__name__} {m.__version__}" for m in (torch, np, xr))
     with tempfile.TemporaryDirectory() as tmp:
-        for name, make in (("data_scales", lambda: make_data_scales(Path(tmp), a.workers)),
-                           ("kernels", lambda: make_kernels(Path(tmp)))):
+        results = Path(a.results) if a.results else Path(tmp)
+        for name, make in (("data_scales", make_data_scales), ("kernels", make_kernels)):
             if a.only and a.only != name:
                 continue
             t0 = time.time()
-            ds = make()
+            ds = make(results, a.workers)
             ds.attrs.update(
-                made_by="python tools/make_sample_results.py" + (f" --only {name}" if a.only else ""),
+                made_by="python tools/make_sample_results.py" + (f" --only {name}" if a.only else "")
+                + (" --from RESULTS" if a.results else ""),
                 made_on=datetime.date.today().isoformat(), runtime_s=round(time.time() - t0, 1),
-                machine=f"{platform.machine()}, {os.cpu_count()} CPU cores (shared), no GPU",
+                machine=f"{platform.machine()}, {os.cpu_count()} CPU cores, no GPU",
                 versions=f"python {platform.python_version()}, {versions}")
             _write(ds, out / f"{name}.nc")
             print(f"wrote {out / f'{name}.nc'} in {time.time() - t0:.0f} s", flush=True)

@@ -1,4 +1,4 @@
-"""Small result files shipped with the package, produced by real tiny CPU runs
+"""Small result files shipped with the package: the laptop runs of studies 04 and 06
 (``tools/make_sample_results.py``; see PROVENANCE.md here). The explorers open on them when
 called with no arguments.
 

@@ -1,7 +1,7 @@
 """Interactive kernel-decay explorer (Fig. 4): pick task / model / layer, pretrained vs. HiPPO
 baseline, K_max or quantiles over channels, lin / log axes, image-row period lines.
 
-    ex = explore_kernels()                       # the shipped sample (S4 and DLR on 16x16 digits)
+    ex = explore_kernels()                       # the shipped sample (study 06 laptop: S4 on 16x16 digits)
     ex = explore_kernels(model, L=1024)          # a live model with SSM layers
     ex = explore_kernels("results/kernels.nc")   # a file;  or a kernel_decay DataArray / Dataset
     ex.widgets["layer"].value = 2                # what a slider move does (tests do this)

@@ -1,6 +1,6 @@
 """Interactive explorers of study results: SPT gain vs. data scale (Fig. 3) and training curves.
 
-    ex = explore_data_scales()                 # the shipped sample (digits, 2 fractions, 2 seeds)
+    ex = explore_data_scales()                 # the shipped sample (study 04 laptop: S4, 3 seeds)
     ex = explore_data_scales("results/04")     # a folder of result files, a .nc file, or a Dataset
     ex.widgets["gain"].value = "absolute"
     tr = explore_training(ds)                  # e.g. the Dataset of spt.studies.quickstart.run

@@ -59,7 +59,7 @@ def test_laptop_presets_use_the_papers_encodings_and_grids():
     # 04: nested fractions, the same number of pretraining steps at every one (Fig. 3)
     p = _laptop(data_scales)
     fractions = sorted({e.ref.fraction for e in p.entries})
-    assert len(fractions) >= 4 and fractions[-1] == 1.0
+    assert len(fractions) >= 4 and fractions[0] <= 0.02
     assert {e.arm.pretrain.max_steps for e in p.entries if e.arm.pretrain} == {
         data_scales.LAPTOP_PRETRAIN_STEPS}
     # 06: S4 on 16x16 digits, kernels long enough to span many image rows
