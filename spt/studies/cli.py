@@ -111,7 +111,9 @@ def add_study_commands(subparsers) -> argparse.ArgumentParser:
                        "executed notebook is saved as OUT/NAME.ipynb, the results under OUT/NAME/. "
                        "Rerunning reuses finished results.")
     q.add_argument("name", help="study name (see `spt study list`)")
-    q.add_argument("--preset", default=None, help="smoke (CPU, a minute) or paper")
+    q.add_argument("--preset", default=None,
+                   help="smoke (CPU, a minute), laptop (2-core CPU, 20-45 min: studies 00, 01, 03, "
+                        "04, 06) or paper")
     q.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
                    help="a notebook parameter (VALUE read as YAML: 3, 0.5, true, [0, 1])")
     q.add_argument("--out", required=True, help="output folder")

@@ -26,7 +26,7 @@ def test_paper_preset_builds_and_missing_data_is_a_clear_error(name, tmp_path):
         study.run("paper", tmp_path / "out", data_root=str(tmp_path))
     with pytest.raises(ValueError, match="data_root"):
         study.run("paper", tmp_path / "out")
-    with pytest.raises(ValueError, match="unknown preset 'huge'.*smoke, paper"):
+    with pytest.raises(ValueError, match="unknown preset 'huge'; choose from smoke, "):
         study.run("huge", tmp_path / "out")
     assert not (tmp_path / "out").exists(), "nothing is written before the data is there"
 

@@ -97,7 +97,7 @@ def test_real_arms_reuse_across_devices(tmp_path):
     (["-p", "seeds", "notalist"], "parameter seeds takes type list"),
     (["-p", "seeds", "3"], "parameter seeds takes type list"),
     (["-p", "device", "gpu"], "parameter device takes auto, cpu, cuda"),
-    (["--preset", "nonsense"], "unknown preset 'nonsense'; choose from smoke, paper"),
+    (["--preset", "nonsense"], "unknown preset 'nonsense'; choose from smoke, laptop, paper"),
     (["-p", "workers", "two"], "parameter workers takes type int"),
 ])
 def test_bad_parameters_are_reported_before_a_kernel_starts(args, message, tmp_path, capsys):
