@@ -24,6 +24,7 @@ import os
 import platform
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -31,18 +32,12 @@ import torch
 import xarray as xr
 
 from spt.analysis.kernel_decay import kernel_abs_comparison
-from spt.config import ObjectiveConfig
-from spt.data.task import TaskSpec
-from spt.model_config import model_config_from_dict
-from spt.models.model import pretraining_model
+from spt.hub import build_from_config
 from spt.studies import data_scales, kernel_decay
 from spt.studies.cells import load_study, run_folder
 from spt.train.checkpoint import load_backbone, load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
-FRACTIONS = (0.05, 0.15)
-PRETRAIN_STEPS = 1000
-SEEDS = (0, 1)
 
 
 def _encode(ds: xr.Dataset) -> dict:
@@ -80,8 +75,7 @@ def make_data_scales(results: Path, workers: int) -> xr.Dataset:
 def _pretrained_model(path: Path) -> torch.nn.Module:
     """The pretraining model of a pretraining best.pt, its weights loaded."""
     c = load_checkpoint(path)
-    model = pretraining_model(model_config_from_dict(c["model_config"]), TaskSpec(**c["spec"]),
-                              ObjectiveConfig(**c["objective"]))
+    model = build_from_config({**c, "kind": "pretraining"})
     load_backbone(model, c)
     return model.eval()
 
@@ -130,10 +124,7 @@ def kernels_finding(ds: xr.Dataset) -> str:
     k = ds["model_abs"].isel(task=0, model=0).max("channel")
     b = ds["baseline_abs"].isel(task=0, model=0).max("channel")
     lags = k["lag"].values
-
-    def half(x):
-        c = np.cumsum(x) / x.sum()
-        return int(lags[np.argmax(c >= 0.5)])
+    half = partial(kernel_decay.half_lag, lags=lags)
     period = int(ds["period"].values[0])
     parts = [f"layer {int(l)} {half(k.sel(layer=l).values)} vs. {half(b.sel(layer=l).values)}"
              for l in k["layer"].values]

@@ -127,6 +127,12 @@ def deviations(preset: str = "paper", data_root="DATA"):
     return pd.DataFrame(columns=["task", "deviation"])
 
 
+def half_lag(k_max: np.ndarray, lags: np.ndarray) -> int:
+    """The lag by which half of the kernel's total K_max (over `lags`) has accumulated."""
+    cum = np.cumsum(k_max) / max(float(k_max.sum()), 1e-30)
+    return int(lags[np.argmax(cum >= 0.5)])
+
+
 def decay_summary(ds: xr.Dataset):
     """How the pretrained kernels differ from HiPPO's, per task and layer (mean over seeds):
 
@@ -146,8 +152,7 @@ def decay_summary(ds: xr.Dataset):
             row = {"task": str(task), "layer": int(layer)}
             for kind in ("pretrained", "baseline"):
                 k = d[kind].sel(layer=layer).mean("seed").values
-                cum = np.cumsum(k) / max(float(k.sum()), 1e-30)
-                row[f"half_lag_{kind}"] = int(lags[np.argmax(cum >= 0.5)])
+                row[f"half_lag_{kind}"] = half_lag(k, lags)
                 if period > 0:
                     on = (lags > 0) & (lags % period == 0)
                     off = (lags > 0) & (lags % period != 0) & (lags < lags[on].max())
