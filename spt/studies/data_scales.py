@@ -25,6 +25,7 @@ from .grid import (
     smoke_digits,
     spt_arm,
 )
+from .laptop import SSM_PRETRAIN_STEPS
 from .smoke import smoke_data_root
 
 STUDY = "04_data_scales"
@@ -89,7 +90,7 @@ def smoke(data_root=None) -> GridPreset:
 # The full pool (fraction 1.0) is left out: one of its cells takes ~15 min on 2 cores (a scratch
 # cell measured 880 s), which would double the preset's time.
 LAPTOP_FRACTIONS = (0.02, 0.05, 0.1, 0.25)
-LAPTOP_PRETRAIN_STEPS = 1000
+LAPTOP_PRETRAIN_STEPS = SSM_PRETRAIN_STEPS  # the same at every fraction
 LAPTOP_NOTE = ("laptop preset: digits 8x8 (continuous pixels, 997 training images) stand in for "
                "LRA Image; a d=64 x 3 S4, batch 16, laptop lrs and budgets, not C.1.4's")
 
@@ -100,11 +101,8 @@ def laptop(data_root=None) -> GridPreset:
     finetuning (lr 1e-3) vs. scratch over lrs {3e-3, 1e-3}, both until validation accuracy has
     not improved for 20 epochs."""
     from . import laptop as lap
-    model = lap.ssm(ssm_preset("image", "s4").model, 64)
-    arms = lap.spt_and_scratch(model, ssm_preset("image", "s4").objective,
-                               lap.pretraining(3e-3, max_steps=LAPTOP_PRETRAIN_STEPS),
-                               lap.supervised(1e-3, patience=20, max_epochs=300),
-                               scratch_lrs=(3e-3, 1e-3), note=LAPTOP_NOTE)
+    p = ssm_preset("image", "s4")
+    arms = lap.ssm_arms(lap.ssm(p.model, 64), p.objective, LAPTOP_NOTE)
     entries = tuple(Entry((("task", "digits"), ("fraction", f), ("init", i)),
                           lap.digits(fraction=f), arms[i])
                     for f in LAPTOP_FRACTIONS for i in ("scratch", "spt"))

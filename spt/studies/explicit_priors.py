@@ -87,9 +87,7 @@ def laptop(data_root=None) -> GridPreset:
     for (m, si), variant in VARIANTS.items():
         p = ssm_preset("image", variant)
         model = lap.ssm(p.model, 64, d_state=p.model.d_state if m == "dlr" else 64)
-        two = lap.spt_and_scratch(model, p.objective, lap.pretraining(3e-3, max_steps=1000),
-                                  lap.supervised(1e-3, patience=20, max_epochs=300),
-                                  scratch_lrs=(3e-3, 1e-3), note=LAPTOP_NOTE)
+        two = lap.ssm_arms(model, p.objective, LAPTOP_NOTE)
         arms[m, si, "scratch"], arms[m, si, "spt"] = two["scratch"], two["spt"]
     return GridPreset("laptop", _entries([("digits", lap.digits(n_train=100), arms)]),
                       seeds=lap.SEEDS, note=(

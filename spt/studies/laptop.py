@@ -77,6 +77,18 @@ def spt_and_scratch(model, objective: ObjectiveConfig, pretrain: TrainConfig,
     return {"spt": spt, "scratch": scratch}
 
 
+SSM_PRETRAIN_STEPS = 1000
+
+
+def ssm_arms(model, objective: ObjectiveConfig, note: str) -> dict[str, Arm]:
+    """The SSM studies' (03, 04) laptop budget: SPT = SSM_PRETRAIN_STEPS pretraining steps at
+    lr 3e-3, then finetuning at lr 1e-3; scratch over lrs {3e-3, 1e-3}; patience 20 epochs on
+    both sides, at most 300 epochs."""
+    return spt_and_scratch(model, objective, pretraining(3e-3, max_steps=SSM_PRETRAIN_STEPS),
+                           supervised(1e-3, patience=20, max_epochs=300),
+                           scratch_lrs=(3e-3, 1e-3), note=note)
+
+
 @dataclass(frozen=True)
 class FewSteps:
     """The CI form of a laptop preset, passed as ``dry=`` to a study's ``cells()``: the same
