@@ -17,6 +17,7 @@ import json
 import multiprocessing
 import os
 import re
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -147,6 +148,22 @@ def _headline(ds: xr.Dataset) -> str:
 
 
 WAIT_POLL = 5.0  # seconds between looks at cells another run is computing
+WATCH_POLL = 1.0  # seconds between a worker's looks at whether its run is still there
+
+
+def _watch_parent(parent_pid: int, stop) -> None:
+    """Initializer of every worker process: a daemon thread ends the worker as soon as the run that
+    started it is gone (killed, or its notebook kernel shut down: the worker is then re-parented)
+    or sets `stop` (the run was interrupted, or a cell failed). Without it a worker computes its
+    cell to the end with nobody left to collect it, holding a core. A cell stopped this way
+    resumes from its last checkpoint on the next run."""
+    def watch():
+        while not stop.wait(WATCH_POLL):
+            if os.getppid() != parent_pid:
+                break
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="spt-watch-parent").start()
 
 
 def auto_workers(workers: int) -> int:
@@ -228,12 +245,18 @@ def _run_claimed(cells: Sequence[Cell], out_dir: Path, study: str, run_root: Pat
     if workers > 1 and len(cells) > 1:
         threads = max(1, torch.get_num_threads() // workers)
         ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=min(workers, len(cells)), mp_context=ctx) as pool:
+        stop = ctx.Event()
+        with ProcessPoolExecutor(max_workers=min(workers, len(cells)), mp_context=ctx,
+                                 initializer=_watch_parent, initargs=(os.getpid(), stop)) as pool:
             futures = {pool.submit(_run_one, c, cell_file(out_dir, study, c), run_root / c.key,
                                    threads): c for c in cells}
             try:
                 for f in as_completed(futures):
                     yield futures[f], f.result()[1]
+            except BaseException:  # interrupted, or a cell failed: stop the others now, not
+                stop.set()         # when they finish (their checkpoints let them resume)
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
             finally:
                 for c in cells:  # a cell that failed or never started gives its claim back
                     if not cell_file(out_dir, study, c).exists():
