@@ -32,6 +32,11 @@ BATCH = 16
 # digits splits: a stratified 500-image test set and 300 validation images; the rest (997
 # images) is the training pool that n_train / fraction take nested prefixes of.
 VAL_SIZE = 300
+DIGITS_POOL = 997  # training images left at VAL_SIZE (n_train / fraction take prefixes of them)
+# A run stops after `patience` epochs without a better validation accuracy, but never sooner than
+# this many optimiser steps: 20 epochs of 100 images. An epoch of 20 images is only 2 steps, and
+# 20 of them are too few for a run that has just left a plateau.
+MIN_PATIENCE_STEPS = 140
 
 
 def digits(n_train=None, fraction: float = 1.0, tokens: bool = False, size: int = 8) -> TaskRef:
@@ -50,6 +55,13 @@ def ssm(model: SSMConfig, seq_len: int, d_state: int = 64) -> SSMConfig:
     layers, state size `d_state`, dropout 0.1."""
     return fit_len(replace(model, d_model=D_MODEL, n_layers=N_LAYERS, d_state=d_state,
                            dropout=0.1), seq_len)
+
+
+def patience_epochs(n_train: int, epochs: int = 20) -> int:
+    """`epochs`, or more where n_train images make epochs so short that `epochs` of them hold
+    fewer than MIN_PATIENCE_STEPS steps at batch BATCH (20 images: 70 epochs; 100 or more: 20)."""
+    steps_per_epoch = -(-n_train // BATCH)
+    return max(epochs, -(-MIN_PATIENCE_STEPS // steps_per_epoch))
 
 
 def supervised(lr: float, patience: int, max_epochs: int) -> TrainConfig:
@@ -80,12 +92,14 @@ def spt_and_scratch(model, objective: ObjectiveConfig, pretrain: TrainConfig,
 SSM_PRETRAIN_STEPS = 1000
 
 
-def ssm_arms(model, objective: ObjectiveConfig, note: str) -> dict[str, Arm]:
-    """The SSM studies' (03, 04) laptop budget: SPT = SSM_PRETRAIN_STEPS pretraining steps at
-    lr 3e-3, then finetuning at lr 1e-3; scratch over lrs {3e-3, 1e-3}; patience 20 epochs on
-    both sides, at most 300 epochs."""
+def ssm_arms(model, objective: ObjectiveConfig, note: str, n_train: int = 100) -> dict[str, Arm]:
+    """The SSM studies' (03, 04) laptop budget for n_train labelled images: SPT =
+    SSM_PRETRAIN_STEPS pretraining steps at lr 3e-3, then finetuning at lr 1e-3; scratch over lrs
+    {3e-3, 1e-3}; patience 20 epochs (:func:`patience_epochs` for fewer than 100 images) on both
+    sides, at most 300 epochs or 15 patiences."""
+    patience = patience_epochs(n_train)
     return spt_and_scratch(model, objective, pretraining(3e-3, max_steps=SSM_PRETRAIN_STEPS),
-                           supervised(1e-3, patience=20, max_epochs=300),
+                           supervised(1e-3, patience=patience, max_epochs=max(300, 15 * patience)),
                            scratch_lrs=(3e-3, 1e-3), note=note)
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from spt.studies import data_scales, explicit_priors, kernel_decay, lra_transformers, quickstart
 from spt.studies.cells import load_study, run_cells
-from spt.studies.laptop import FewSteps
+from spt.studies.laptop import BATCH, DIGITS_POOL, MIN_PATIENCE_STEPS, FewSteps
 
 GRID_STUDIES = {
     "00_quickstart": (quickstart, ("init", "seed")),
@@ -37,6 +37,21 @@ def test_laptop_budgets_are_fair_to_scratch(study):
         assert a.train.patience and a.train.epochs >= 5 * a.train.patience
         assert a.note.startswith("laptop preset"), "each laptop arm says what it departs from"
     assert {a.train.patience for a in spt} == {a.train.patience for a in by_init["scratch"]}
+
+
+def test_patience_never_waits_fewer_steps_than_the_floor():
+    """Study 04's small fractions have epochs of 2-4 steps: their patience in epochs is raised so
+    that every run waits MIN_PATIENCE_STEPS steps, the same as at 100 images (20 epochs)."""
+    from spt.data import digits_task
+
+    assert len(digits_task(size=8, val_size=300).train) == DIGITS_POOL
+    for e in _laptop(data_scales).entries:
+        n = round(dict(e.coords)["fraction"] * DIGITS_POOL)
+        steps_per_epoch = -(-n // BATCH)
+        patience = e.arm.train.patience
+        assert patience * steps_per_epoch >= MIN_PATIENCE_STEPS
+        assert patience == 20 or (patience - 1) * steps_per_epoch < MIN_PATIENCE_STEPS
+    assert {e.arm.train.patience for e in _laptop(explicit_priors).entries} == {20}
 
 
 def test_laptop_presets_use_the_papers_encodings_and_grids():
