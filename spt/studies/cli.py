@@ -37,9 +37,31 @@ def _stream_notebook_output(quiet: bool) -> bool:
     return True
 
 
+def _models(specs: list) -> dict:
+    """--model NAME=SPEC, repeated, as {NAME: SPEC}: SPEC is "module:Class" or a JSON / YAML
+    mapping {"layer": "module:Class", "kwargs": {...}, "bidirectional": true, ...}."""
+    out: dict = {}
+    for text in specs:
+        name, sep, spec = text.partition("=")
+        if not (sep and name.isidentifier() and spec.strip()):
+            raise ValueError(f"--model {text!r}: write NAME=module:Class, or NAME='{{\"layer\": "
+                             f"\"module:Class\", \"kwargs\": {{...}}, \"bidirectional\": true}}'")
+        if name in out:
+            raise ValueError(f"--model: the name {name!r} is given twice")
+        out[name] = _value(spec) if spec.lstrip().startswith("{") else spec
+    return out
+
+
 def cmd_run(args) -> int:
-    from .runner import run_study
+    from .runner import notebook_parameters, run_study, study_notebook
     params = {k: _value(v) for k, v in args.param}
+    if args.model:
+        if "models" not in notebook_parameters(study_notebook(args.name, args.notebooks)):
+            raise ValueError(f"study {args.name} takes no models (--model): studies "
+                             f"01_lra_transformers, 02_transformers_vs_s4 and 04_data_scales do, "
+                             f"and notebooks/12_your_architecture.ipynb runs the quickstart with "
+                             f"your layer")
+        params["models"] = {**(params.get("models") or {}), **_models(args.model)}
     out = run_study(args.name, args.out, preset=args.preset, parameters=params,
                     nb_dir=args.notebooks, log_output=_stream_notebook_output(args.quiet),
                     progress=False)
@@ -112,10 +134,15 @@ def add_study_commands(subparsers) -> argparse.ArgumentParser:
                        "Rerunning reuses finished results.")
     q.add_argument("name", help="study name (see `spt study list`)")
     q.add_argument("--preset", default=None,
-                   help="smoke (CPU, a minute), laptop (2-core CPU, 20-45 min: studies 00, 01, 03, "
-                        "04, 06) or paper")
+                   help="smoke (CPU, a minute), laptop (2-core CPU, 20-45 min: studies 01, 03, 04, "
+                        "06; the quickstart's is `make demo`) or paper")
     q.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
                    help="a notebook parameter (VALUE read as YAML: 3, 0.5, true, [0, 1])")
+    q.add_argument("--model", action="append", default=[], metavar="NAME=SPEC",
+                   help="your layer beside the study's models, trained by the protocol of its "
+                   "first model and sized like it (studies 01, 02, 04). SPEC: module:Class, or "
+                   "JSON {\"layer\": \"module:Class\", \"kwargs\": {...}, \"bidirectional\": "
+                   "true} (bidirectional: a causal-only layer for masked SPT). Repeatable")
     q.add_argument("--out", required=True, help="output folder")
     q.add_argument("--quiet", action="store_true", help="do not stream the notebook's output "
                    "(by default each finished cell prints a line: its metric and time)")

@@ -16,7 +16,7 @@ from ..paper import TABLE1
 from .arms import Arm, TaskRef
 from .grid import Entry, GridPreset, grid_study, need_root, smoke_arm, smoke_digits, smoke_listops
 from .smoke import smoke_data_root
-from .tables import compare_table
+from .tables import compare_table, with_your_models
 
 STUDY = "01_lra_transformers"
 TASKS = ("listops", "text", "retrieval", "image", "pathfinder", "pathx")
@@ -117,8 +117,9 @@ cells, run, deviations = grid_study(STUDY, PRESETS, "task, init, seed")
 
 
 def table(ds: xr.Dataset):
-    """Mean test accuracy (%) per init x task, beside Table 1."""
+    """Mean test accuracy (%) per init x task, beside Table 1 (and a row per init of each of your
+    models, when the run had ``models=``)."""
     rows = [("Transformer", {"init": "scratch"}, "Transformer (Tay et al.)"),
             ("Transformer + Masked SPT", {"init": "masked"}, "Transformers + Masked SPT"),
             ("Transformer + Causal SPT", {"init": "causal"}, "Transformers + Causal SPT")]
-    return compare_table(ds, rows, TABLE1)
+    return compare_table(ds, with_your_models(ds, rows, "transformer"), TABLE1)

@@ -48,3 +48,17 @@ def compare_table(ds: xr.Dataset, rows, paper: dict, *, metric: Optional[str] = 
             out[f"{label} (paper)"] = {c: (np.nan if vals.get(c) is None else vals[c])
                                        for c in cols}
     return pd.DataFrame.from_dict(out, orient="index").round(2)
+
+
+def with_your_models(ds: xr.Dataset, rows, own: str):
+    """`rows` for a Dataset that may hold your models beside the preset's own (a "model" dim, from
+    ``models=``): the rows without a model select `own`, and each other model gets one row per
+    init after them, with no paper row (the paper did not run it)."""
+    if "model" not in ds.dims:
+        return rows
+    out = [(label, sel if "model" in sel else {"model": own, **sel}, prow)
+           for label, sel, prow in rows]
+    named = {sel["model"] for _, sel, _ in out}
+    for m in [str(v) for v in ds.model.values if str(v) not in named]:
+        out += [(f"{m} ({i})", {"model": m, "init": str(i)}, None) for i in ds.init.values]
+    return out

@@ -24,7 +24,7 @@ from .grid import (
 )
 from .lra_transformers import task_ref
 from .smoke import smoke_data_root
-from .tables import compare_table
+from .tables import compare_table, with_your_models
 
 STUDY = "02_transformers_vs_s4"
 TASKS = ("listops", "text", "retrieval", "image", "pathfinder", "pathx")
@@ -74,11 +74,12 @@ cells, run, deviations = grid_study(STUDY, PRESETS, "task, model, init, seed")
 
 
 def table(ds: xr.Dataset):
-    """Mean test accuracy (%) per model x init x task, beside Table 2."""
+    """Mean test accuracy (%) per model x init x task, beside Table 2 (and a row per init of each
+    of your models, when the run had ``models=``)."""
     rows = [("Transformer + Rotary", {"model": "transformer", "init": "scratch"},
              "Transformers + Rotary"),
             ("Transformer + Rotary + Masked SPT", {"model": "transformer", "init": "spt"},
              "Transformers + Rotary + Masked SPT"),
             ("S4", {"model": "s4", "init": "scratch"}, "S4"),
             ("S4 + Masked SPT", {"model": "s4", "init": "spt"}, "S4 + Masked SPT")]
-    return compare_table(ds, rows, TABLE2)
+    return compare_table(ds, with_your_models(ds, rows, "transformer"), TABLE2)

@@ -121,3 +121,44 @@ def test_notebook_12_runs_at_smoke_with_your_layer_and_documents_its_parameters(
     ds = load_study(out, "00_quickstart")
     assert set(ds.model.values) == {"transformer", "s4", "sgconv", "mine"}
     assert np.isfinite(ds.test_accuracy.values).all()
+
+
+def test_every_arm_of_the_lra_study_takes_your_layer_causal_one_included(tmp_path):
+    """Study 01 has a causal SPT arm: your layer runs there causal (a bidirectional model would
+    see the token it predicts), and a layer spec (the JSON form the CLI carries) is sized like
+    the preset's Transformer."""
+    from spt.studies import lra_transformers
+    from spt.studies.cells import run_cells
+    from spt.studies.grid import grid_cells
+
+    spec = {"layer": "test_your_model:MixLayer", "kwargs": {"decay": 0.8}}
+    p = with_models(lra_transformers.smoke(), {"mine": spec}, "01")
+    mine = {dict(e.coords)["init"]: e.arm.model for e in p.entries
+            if dict(e.coords)["model"] == "mine" and dict(e.coords)["task"] == "digits"}
+    tf = next(e.arm.model for e in p.entries if dict(e.coords)["model"] == "transformer")
+    assert set(mine) == {"scratch", "masked", "causal"}
+    assert mine["causal"].causal and not mine["masked"].causal and not mine["scratch"].causal
+    assert {(m.d_model, m.n_layers, m.dropout, m.pooling) for m in mine.values()} == \
+        {(tf.d_model, tf.n_layers, tf.dropout, tf.pooling)}
+    assert dict(mine["masked"].kwargs) == {"decay": 0.8}
+    cells = [c for c in grid_cells(p) if c.coords["model"] == "mine"
+             and c.coords["task"] == "digits" and c.coords["init"] == "causal"]
+    ds = run_cells("01", cells, tmp_path, log=lambda s: None)
+    assert np.isfinite(ds.test_accuracy.values).all() and (ds.pretrain_steps > 0).all()
+    with pytest.raises(ValueError, match=r"models\['bad'\].*unknown key"):
+        with_models(lra_transformers.smoke(), {"bad": {"layer": "a:B", "size": 3}}, "01")
+
+
+def test_spt_study_run_takes_your_model(tmp_path, capsys):
+    from spt.cli import main
+    from spt.studies.cli import _models
+
+    assert _models(["mine=my_layers:MyLayer", 'm2={"layer": "a.b:C", "bidirectional": true}']) == \
+        {"mine": "my_layers:MyLayer", "m2": {"layer": "a.b:C", "bidirectional": True}}
+    for bad in (["my_layers:MyLayer"], ["1x=a:B"], ["m=a:B", "m=c:D"]):
+        with pytest.raises(ValueError, match="--model"):
+            _models(bad)
+    # a study whose notebook has no `models` parameter says which ones do, before running
+    rc = main(["study", "run", "06_kernel_decay", "--model", "mine=a:B", "--out", str(tmp_path)])
+    assert rc == 2 and "04_data_scales" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
