@@ -22,6 +22,7 @@ def run(pids_dir, run_dir):
 '''
 
 RUN = '''
+import signal
 import sys
 from functools import partial
 sys.path.insert(0, {here!r})
@@ -29,6 +30,9 @@ import slow_cell
 from spt.studies.cells import Cell, run_cells
 
 if __name__ == "__main__":
+    # Ctrl-C raises KeyboardInterrupt, even when this test runs in a background job (which
+    # starts with SIGINT ignored)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     cells = [Cell({{"i": i}}, partial(slow_cell.run, {pids!r}), {{"i": i}}) for i in range(2)]
     run_cells("slow", cells, {out!r}, workers=2)
 '''
