@@ -17,6 +17,7 @@ import json
 import multiprocessing
 import os
 import re
+import sys
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -176,6 +177,20 @@ def auto_workers(workers: int) -> int:
     return 1 if torch.cuda.is_available() else max(1, os.cpu_count() or 1)
 
 
+def _not_in_a_spawned_import(study: str) -> None:
+    """Worker processes start by importing the script that started the run (multiprocessing's
+    "spawn"); a script that calls run_cells at its top level would start the run again inside
+    every worker, which then waits forever for the cells its parent has claimed."""
+    main = sys.modules.get("__mp_main__")  # the script, as a worker imports it
+    # the flag multiprocessing itself reads to refuse starting processes during that import
+    importing = getattr(multiprocessing.current_process(), "_inheriting", False)
+    if importing and main is not None:
+        raise RuntimeError(
+            f"study {study}: run_cells was called while a worker process imported "
+            f"{getattr(main, '__file__', 'the main script')}: put the code that runs the study "
+            f"under `if __name__ == \"__main__\":` (workers > 1 start by importing that script)")
+
+
 def run_cells(study: str, cells: Sequence[Cell], out_dir, *, workers: int = 1,
               log: Callable[[str], None] = print) -> xr.Dataset:
     """Run the cells without a result file and combine all results into one Dataset.
@@ -186,6 +201,7 @@ def run_cells(study: str, cells: Sequence[Cell], out_dir, *, workers: int = 1,
     folder holds claims on its cells (:mod:`spt.studies.claims`): this run takes the others and
     then waits for those results. One line per finished cell: its main metric and time.
     """
+    _not_in_a_spawned_import(study)
     workers = auto_workers(workers)
     if not cells:
         raise ValueError(f"study {study}: no cells to run (check the preset's tasks / seeds)")

@@ -90,3 +90,22 @@ def test_workers_stop_when_the_run_is_killed_or_interrupted(tmp_path, how):
                 os.kill(w, signal.SIGKILL)
     if how == "interrupted":  # the run gave its claims back (a killed run's are stale)
         assert not list((tmp_path / "out" / "slow").glob("*.claim"))
+
+
+def test_a_script_without_a_main_guard_fails_fast_instead_of_waiting(tmp_path):
+    """Workers import the script that started the run; a top-level run_cells there would start
+    the run again in each worker and wait forever for the parent's claimed cells."""
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    (tmp_path / "slow_cell.py").write_text(SLOW_CELL)
+    script = tmp_path / "unguarded.py"
+    body = textwrap.dedent(RUN.format(here=str(tmp_path), pids=str(pids), out=str(tmp_path / "out")))
+    script.write_text(body.replace('if __name__ == "__main__":', "if True:"))
+    try:
+        done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                              timeout=120)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("the unguarded script hung instead of failing") from None
+    assert done.returncode != 0
+    assert 'if __name__ == "__main__":' in done.stderr
+    assert not list(pids.iterdir()), "no cell may have started"
