@@ -106,15 +106,18 @@ def ssm_arms(model, objective: ObjectiveConfig, note: str, n_train: int = 100) -
 @dataclass(frozen=True)
 class FewSteps:
     """The CI form of a laptop preset, passed as ``dry=`` to a study's ``cells()``: the same
-    tasks, models and grid, but `steps` optimiser steps per stage (one epoch, no early stopping).
+    tasks, models and grid, but `steps` optimiser steps per stage (one epoch, no early stopping)
+    on at most `examples` examples of each split (the evaluations of the full validation and
+    test sets would cost more than the steps).
 
         cells = data_scales.cells("laptop", seeds=[0], dry=FewSteps(3))
     """
 
     steps: int = 3
+    examples: int = 32
 
     def ref(self, ref: TaskRef) -> TaskRef:
-        return ref
+        return dataclasses.replace(ref, limit=self.examples)
 
     def train(self, cfg: TrainConfig) -> TrainConfig:
         return replace(cfg, max_steps=self.steps, epochs=1, patience=None)
