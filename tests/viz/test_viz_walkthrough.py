@@ -8,7 +8,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = dict(image_size=8, n_train=32, d_model=8, n_layers=2, d_state=8, pretrain_steps=20,
-            max_epochs=3, patience=2)
+            tf_pretrain_steps=5, supervised_epochs=2)
 
 
 def _run(name, tmp_path, **params):
