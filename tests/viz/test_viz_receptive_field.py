@@ -4,8 +4,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import torch
-import torch.nn as nn
 import xarray as xr
+from test_receptive_field import BlockConv  # a block's linear convolution (K * z + D z) as a module
 
 from spt.analysis.kernel_decay import kernel_abs_comparison
 from spt.analysis.receptive_field import fold_lags, lag_profile, layer_profiles
@@ -44,20 +44,9 @@ def encoder():
     return enc
 
 
-class LinearPart(nn.Module):
-    """The linear convolution of an SSM block (K * z + D z), the part whose ERF is mean_c |K|."""
-
-    def __init__(self, block: nn.Module):
-        super().__init__()
-        self.block = block
-
-    def forward(self, x, valid=None):
-        return self.block.conv(x, valid)
-
-
 def linear_part_profiles(enc) -> xr.DataArray:
     """ERF (layer, lag) of the linear part of every block of `enc`, signed lags."""
-    rows = [lag_profile(LinearPart(b), d_model=4, L=L, n_samples=1, n_positions=4).numpy()
+    rows = [lag_profile(BlockConv(b), d_model=4, L=L, n_samples=1, n_positions=4).numpy()
             for b in enc.blocks]
     return xr.DataArray(np.stack(rows), dims=("layer", "lag"),
                         coords={"layer": np.arange(len(rows)), "lag": np.arange(-(L - 1), L)})
