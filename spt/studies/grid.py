@@ -169,7 +169,7 @@ def model_name(cfg) -> str:
 def layer_from_spec(spec, like, what: str = "layer spec"):
     """A LayerConfig from the JSON form of your layer, sized like the preset's model `like`:
 
-        "module:Class"
+        "module:Class" (or the class itself)
         {"layer": "module:Class", "kwargs": {...}, "bidirectional": false, "d_model": 64,
          "n_layers": 3, "positions": "none"}
 
@@ -179,9 +179,9 @@ def layer_from_spec(spec, like, what: str = "layer spec"):
     """
     from ..layer_config import LayerConfig
 
-    if isinstance(spec, str):
+    if isinstance(spec, (str, type)):
         spec = {"layer": spec}
-    if not isinstance(spec, dict) or not isinstance(spec.get("layer"), str):
+    if not isinstance(spec, dict) or not isinstance(spec.get("layer"), (str, type)):
         raise ValueError(f"{what}: expected \"module:Class\" or a dict with key \"layer\" (and "
                          f"optionally kwargs, bidirectional, d_model, n_layers, positions), got "
                          f"{spec!r:.120}")

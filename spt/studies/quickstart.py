@@ -23,7 +23,7 @@ from ..config import ObjectiveConfig, TrainConfig, TransformerConfig
 from ..model_config import model_config_to_dict
 from .arms import Arm, TaskRef
 from .cells import run_cells, run_folder
-from .grid import Entry, GridPreset, grid_cells, grid_study, with_models
+from .grid import Entry, GridPreset, grid_cells, grid_study, layer_from_spec, with_models
 
 STUDY = "00_quickstart"
 INITS = ("scratch", "spt")
@@ -183,7 +183,6 @@ def comparison_models(setup: Setup, layer=None, kwargs: Optional[dict] = None, n
     bidirectional : wrap a causal-only layer (Mamba, S5) so masked SPT can train it.
     d_model, n_layers : your model's width and depth (default: the setup's Transformer's).
     """
-    from ..layer_config import LayerConfig
     from ..sgconv_config import SGConvConfig
     from ..ssm_config import SSMConfig
 
@@ -200,9 +199,9 @@ def comparison_models(setup: Setup, layer=None, kwargs: Optional[dict] = None, n
             raise ValueError(f"comparison_models: unknown shipped model {s!r}; choose from s4, "
                              f"s4d, dlr, sgconv")
     if layer is not None:
-        out[name] = LayerConfig(layer=layer, kwargs=kwargs or {}, d_model=d_model or d,
-                                n_layers=n_layers or n, bidirectional=bidirectional, max_len=L,
-                                dropout=setup.dropout, pooling=setup.pooling)
+        out[name] = layer_from_spec({"layer": layer, "kwargs": kwargs, "d_model": d_model,
+                                     "n_layers": n_layers, "bidirectional": bidirectional},
+                                    setup.model(), "comparison_models")
     return out
 
 
