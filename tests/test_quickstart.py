@@ -13,7 +13,8 @@ from spt.results import load_results, read_result, run_config, write_result
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "00_quickstart.ipynb"
 TINY = dict(seeds=[0, 1], image_size=8, n_train=24, val_size=30, d_model=16, n_layers=1, n_heads=2,
-            pretrain_epochs=2, max_epochs=3, patience=2)
+            pretrain_epochs=2, max_epochs=3, patience=2,
+            scratch_lrs=[0.003, 0.001])  # the per-seed scratch grid the notebook offers
 
 
 @pytest.fixture(scope="module")
@@ -28,8 +29,8 @@ def executed(tmp_path_factory):
 
 def test_notebook_writes_quickstart_nc(executed):
     ds = read_result(executed / "quickstart.nc")
-    # the laptop preset's structure, shrunk: pixel tokens, scratch over the lr grid, the
-    # continuous-pixel reference
+    # the laptop preset's structure, shrunk: pixel tokens, the continuous-pixel reference; scratch
+    # over the per-seed lr grid that TINY asks for
     assert set(ds.init.values) == {"scratch", "scratch_continuous", "spt"}
     assert list(ds.seed.values) == [0, 1]
     assert ds.test_accuracy.dims == ("init", "seed")
