@@ -1,5 +1,5 @@
 """The third-party layer adapters (spt.models.extras), each skipped unless its optional package is
-installed (pip install 'spt[mamba]' / 'spt[s5]'). CPU, tiny sizes."""
+installed (pip install 'spt[mamba]' / 'spt[s5]' / 'spt[gss]'). CPU, tiny sizes."""
 import pytest
 import torch
 
@@ -11,7 +11,8 @@ from spt.models.model import SequenceModel, pretraining_model
 
 SPEC = TaskSpec("toy", seq_len=24, num_classes=3, vocab_size=12)
 ADAPTERS = {"MambaLayer": ("mambapy", {"d_state": 4, "expand": 2, "d_conv": 3}),
-            "S5Layer": ("s5", {"d_state": 8})}
+            "S5Layer": ("s5", {"d_state": 8}),
+            "GSSLayer": ("gated_state_spaces_pytorch", {"d_kernel": 8, "d_state": 8})}
 
 
 def _cfg(name, **kw):
@@ -50,11 +51,14 @@ def test_bidirectional_adapter_ignores_padding_and_round_trips(name, tmp_path):
 def test_missing_package_says_what_to_install(monkeypatch):
     import sys
 
-    from spt.models.extras import MambaLayer, S5Layer
+    from spt.models.extras import GSSLayer, MambaLayer, S5Layer
     monkeypatch.setitem(sys.modules, "mambapy", None)
     monkeypatch.setitem(sys.modules, "mambapy.mamba", None)
     monkeypatch.setitem(sys.modules, "s5", None)
+    monkeypatch.setitem(sys.modules, "gated_state_spaces_pytorch", None)
     with pytest.raises(ImportError, match=r"pip install 'mambapy'.*spt\[mamba\]"):
         MambaLayer(8)
     with pytest.raises(ImportError, match=r"pip install 's5-pytorch'.*spt\[s5\]"):
         S5Layer(8)
+    with pytest.raises(ImportError, match=r"pip install 'gated-state-spaces-pytorch'.*spt\[gss\]"):
+        GSSLayer(8)

@@ -228,7 +228,9 @@ class LayerStack(NormedStack):
 def check_causal(layer: nn.Module, d_model: int, length: int = 16, t: Optional[int] = None) -> bool:
     """True when `layer`'s output at position t has no gradient from inputs after t (one random
     (1, length, d_model) input, t = length // 2 by default): an empirical test of the ``causal``
-    claim of a layer (or a whole stack) built on the CPU. The layer is put in eval mode for it."""
+    claim of a layer (or a whole stack) built on the CPU. The layer is put in eval mode for it.
+    "No gradient" allows rounding: a causal convolution computed by FFT passes ~1e-7 of each
+    gradient to later inputs, so the largest gradient after t may be 1e-5 of the largest up to t."""
     t = length // 2 if t is None else t
     was_training = layer.training
     layer.eval()
@@ -239,4 +241,5 @@ def check_causal(layer: nn.Module, d_model: int, length: int = 16, t: Optional[i
         (y[0, t] * torch.randn(d_model)).sum().backward()
     finally:
         layer.train(was_training)
-    return bool(x.grad[0, t + 1:].abs().sum() == 0)
+    g = x.grad[0].abs()
+    return bool(g[t + 1:].max() <= 1e-5 * g[:t + 1].max())

@@ -7,9 +7,12 @@ Each package is an optional extra, imported only when a layer is built:
   PyTorch implementation that also runs on the CPU (``pip install 'spt[mamba]'``).
 * :class:`S5Layer` - the S5 diagonal state-space layer (Smith, Warrington & Linderman 2023) from
   ``s5-pytorch`` (``pip install 'spt[s5]'``).
+* :class:`GSSLayer` - the Gated State Space layer (Mehta, Gupta, Cutkosky & Neyshabur 2022: a DSS
+  convolution on a narrow projection gating a wide one) from ``gated-state-spaces-pytorch``
+  (``pip install 'spt[gss]'``).
 
-Both are causal (class attribute ``causal = True``): next-token pretraining takes them as they are
-(``LayerConfig(causal=True)``), masked pretraining with ``LayerConfig(bidirectional=True)``. Both
+All are causal (class attribute ``causal = True``): next-token pretraining takes them as they are
+(``LayerConfig(causal=True)``), masked pretraining with ``LayerConfig(bidirectional=True)``. All
 read only x; with right padding a causal layer's real positions never see the pads.
 """
 from __future__ import annotations
@@ -79,3 +82,29 @@ class S5Layer(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.out(F.gelu(self.s5(x)))
+
+
+class GSSLayer(nn.Module):
+    """Gated State Space mixing (the package's ``GSS`` block): u = GELU(W_u LN(x)) (B, L, E*D),
+    v = DSS(GELU(W_v LN(x))) (B, L, H), y = W_o(W_g v * u). forward(x (B, L, D)) -> (B, L, D).
+
+    expand : E, the gated width E * D; d_kernel : H, the width of the DSS convolution; d_state :
+    N, the DSS kernel's number of complex modes. The DSS convolution is causal (an FFT over 2L).
+    The package's block adds its input back (a residual); spt's block already does, so the
+    adapter returns the block's output minus its input.
+    """
+
+    causal = True
+
+    def __init__(self, d_model: int, expand: int = 2, d_kernel: int = 64, d_state: int = 64):
+        super().__init__()
+        try:
+            from gated_state_spaces_pytorch import GSS
+        except ImportError as e:
+            raise _missing("GSSLayer", "gated_state_spaces_pytorch", "gss",
+                           "gated-state-spaces-pytorch", e) from e
+        self.gss = GSS(dim=d_model, dim_expansion_factor=expand, dss_kernel_H=d_kernel,
+                       dss_kernel_N=d_state)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.gss(x) - x
