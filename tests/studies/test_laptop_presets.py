@@ -111,6 +111,9 @@ def test_laptop_preset_runs_in_its_ci_form(study, tmp_path):
     assert np.all(scratch["grid_steps"].values == 2 * n_lrs.pop()) and not n_lrs
     spt = ds.sel(init=[i for i in ds["init"].values if i not in ("scratch", "scratch_continuous")])
     assert np.all(spt["pretrain_steps"].values == 2)
+    if study == "00_quickstart":  # the budget statement names the one scratch lr and its origin
+        assert "Scratch lr 0.001 for every seed, no per-seed grid" in \
+            quickstart.describe_budgets(ds, quickstart.LAPTOP)
 
 
 def test_kernel_decay_laptop_runs_in_its_ci_form(tmp_path):
