@@ -115,7 +115,7 @@ class Setup:
 
 
 # The laptop preset (what `make demo` runs): pixels as tokens, as LRA Image feeds a Transformer;
-# scratch at the lr its per-seed grid chose on 5 of 6 seeds (the grid doubled the demo's time),
+# scratch at the lr its per-seed grid chose on 5 of 6 seeds (the grid doubled scratch's cost),
 # both sides stopped after `patience` epochs without a better validation accuracy (the
 # from-scratch model sits at chance for 40-70 epochs on tokens: a shorter patience would stop it
 # there). Measured in docs/laptop_quickstart_measurements.md and the README.
