@@ -15,12 +15,12 @@ export TQDM_MININTERVAL ?= 5
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-# --no-compile: Python compiles the modules a program imports on first use (and caches them); pip
-# would byte-compile every file of every package up front, a good part of the install's time.
+# pip byte-compiles every package at install on purpose: where PYTHONDONTWRITEBYTECODE=1 (CI
+# machines) nothing would be cached later, and every process would recompile what it imports.
 $(STAMP): $(PY) pyproject.toml tools/install_torch.sh
 	$(PY) -m pip install --quiet --upgrade pip
 	tools/install_torch.sh $(PY)
-	$(PY) -m pip install --quiet --no-compile -e ".[dev]"
+	$(PY) -m pip install --quiet -e ".[dev]"
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 	rm -f $(VENV)/.installed-*; touch $(STAMP)
 
