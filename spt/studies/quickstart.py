@@ -287,20 +287,22 @@ def describe_budgets(ds: xr.Dataset, setup: Setup) -> str:
     sc, ft = ds.sel(init="scratch"), ds.sel(init="spt")
     grid = setup.scratch_lrs or (setup.scratch_lr,)
     chosen = ", ".join(f"{float(x):g}" for x in sc.lr.values)
+    if len(grid) > 1:
+        lr_line = (f"Scratch lr grid {', '.join(f'{x:g}' for x in grid)}: every lr is a full run, "
+                   f"the one with the best validation accuracy is kept (chosen per seed: {chosen})"
+                   + (f"; all lrs together took {sc.grid_steps.mean().item():.0f} steps per seed "
+                      f"on average." if "grid_steps" in ds else "."))
+    else:
+        lr_line = (f"Scratch lr {grid[0]:g} for every seed, no per-seed grid (scratch_lrs is empty"
+                   + ("; 1e-3 is the lr a per-seed grid over 3e-3 and 1e-3 chose on 5 of 6 seeds, "
+                      "README)." if setup == LAPTOP else ")."))
     lines = [
         f"Scratch: {sc.steps.mean().item():.0f} optimiser steps on average in the run kept "
         f"(min {sc.steps.min().item():.0f}, max {sc.steps.max().item():.0f}); each run went on "
         f"until validation accuracy had not improved for {setup.patience} epochs "
         f"(epochs run: {', '.join(str(int(e)) for e in sc.epochs_run.values)}; cap "
         f"{setup.max_epochs}), and the best-validation epoch is reported.",
-        (f"Scratch lr grid {', '.join(f'{x:g}' for x in grid)}: every lr is a full run, the one "
-         f"with the best validation accuracy is kept (chosen per seed: {chosen})"
-         + (f"; all lrs together took {sc.grid_steps.mean().item():.0f} steps per seed on "
-            f"average." if "grid_steps" in ds else ".")) if len(grid) > 1 else
-        (f"Scratch lr {grid[0]:g} for every seed, no per-seed grid (scratch_lrs is empty; "
-         f"1e-3 is the lr a per-seed grid over 3e-3 and 1e-3 chose on 5 of 6 seeds, README)."
-         if setup == LAPTOP else
-         f"Scratch lr {grid[0]:g} for every seed, no per-seed grid (scratch_lrs is empty)."),
+        lr_line,
         f"SPT: {ds.pretrain_steps.mean().item():.0f} masked-denoising steps (lr "
         f"{setup.pretrain_lr:g}) on the same {setup.n_train} training inputs (labels unused), then "
         f"{ft.steps.mean().item():.0f} finetuning steps on average (lr {setup.finetune_lr:g}), "

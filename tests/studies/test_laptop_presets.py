@@ -106,9 +106,9 @@ def test_laptop_preset_runs_in_its_ci_form(study, tmp_path):
     scratch = ds.sel(init="scratch")
     assert np.all(scratch["steps"].values == 2)
     # every lr of the scratch grid ran: its steps are counted in grid_steps
-    n_lrs = {len(e.arm.lr_grid) or 1 for e in _laptop(module).entries
-             if dict(e.coords)["init"] == "scratch"}
-    assert np.all(scratch["grid_steps"].values == 2 * n_lrs.pop()) and not n_lrs
+    (n_lrs,) = {len(e.arm.lr_grid) or 1 for e in _laptop(module).entries
+                if dict(e.coords)["init"] == "scratch"}
+    assert np.all(scratch["grid_steps"].values == 2 * n_lrs)
     spt = ds.sel(init=[i for i in ds["init"].values if i not in ("scratch", "scratch_continuous")])
     assert np.all(spt["pretrain_steps"].values == 2)
     if study == "00_quickstart":  # the budget statement names the one scratch lr and its origin
