@@ -13,8 +13,9 @@ from spt.results import load_results, read_result, run_config, write_result
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "00_quickstart.ipynb"
 TINY = dict(seeds=[0, 1], image_size=8, n_train=24, val_size=30, d_model=16, n_layers=1, n_heads=2,
-            pretrain_epochs=2, max_epochs=3, patience=2,
-            scratch_lrs=[0.003, 0.001])  # the per-seed scratch grid the notebook offers
+            pretrain_epochs=2, max_epochs=3, patience=2, eval_every=2, pretrain_eval_every=1,
+            scratch_lrs=[0.003, 0.001],  # the per-seed scratch grid the notebook offers
+            continuous_reference=True)
 
 
 @pytest.fixture(scope="module")
@@ -39,11 +40,13 @@ def test_notebook_writes_quickstart_nc(executed):
     assert cfg["model"]["d_model"] == 16 and cfg["seeds"] == [0, 1]
     assert cfg["setup"]["tokens"] is True and cfg["setup"]["scratch_lrs"] == [0.003, 0.001]
     assert (ds.steps > 0).all() and (ds.pretrain_steps > 0).all()
+    assert list(ds.epochs_run.sel(init="scratch").values) == [3, 3]
     assert (ds.grid_steps.sel(init="scratch") > ds.steps.sel(init="scratch")).all()
     assert set(np.round(ds.lr.sel(init="scratch").values, 6)) <= {0.003, 0.001}
     nb = json.loads((executed / "executed.ipynb").read_text())
     outputs = [o for c in nb["cells"] for o in c.get("outputs", [])]
     assert any("image/png" in o.get("data", {}) for o in outputs), "the figure was not rendered"
+    assert any("continuous pixels (this run)" in str(o.get("data", {})) for o in outputs)
     assert len(outputs) < 40, "progress output floods the notebook"
     for lr in ("0.003", "0.001"):
         assert (executed / "00_quickstart" / "runs" / "init=scratch__seed=1" / f"scratch_lr={lr}" /
@@ -111,7 +114,7 @@ def test_rerun_reuses_finished_runs_and_refuses_a_changed_config(tmp_path):
     assert best.stat().st_mtime_ns == stamp
     np.testing.assert_array_equal(a.test_accuracy, b.test_accuracy)
     table = summary_table(a)
-    assert list(table.index) == ["scratch", "scratch_continuous", "spt", "spt - scratch"]
+    assert list(table.index) == ["scratch", "spt", "spt - scratch"]
     from dataclasses import replace
     with pytest.raises(ValueError, match="mask_ratio"):
         run(replace(setup, mask_ratio=0.25), tmp_path / "runs", seeds=[0])
@@ -155,3 +158,16 @@ def test_combined_string_coords_are_written_whole(tmp_path):
     write_result(both, tmp_path / "out" / "both.nc") if (tmp_path / "out").mkdir() is None else None
     assert sorted(read_result(tmp_path / "out" / "both.nc").init.values) == \
         ["scratch", "scratch_continuous"]
+
+
+def test_continuous_reference_table_labels_a_recorded_reference():
+    import xarray as xr
+
+    from spt.studies.quickstart import RECORDED_CONTINUOUS, continuous_reference_table
+    ds = xr.Dataset({"test_accuracy": (("init", "seed"), [[0.5, 0.6], [0.7, 0.9]])},
+                    coords={"init": ["scratch", "spt"], "seed": [0, 1]})
+    table = continuous_reference_table(ds)
+    recorded = [c for c in table.columns if "recorded" in c]
+    assert len(recorded) == 1
+    assert list(table[recorded[0]].loc[[0, 1]]) == [RECORDED_CONTINUOUS[0], RECORDED_CONTINUOUS[1]]
+    assert list(table["spt (tokens)"]) == [70.0, 90.0, 80.0]  # seeds 0, 1 and the mean

@@ -184,6 +184,12 @@ PRETRAIN_VALUES = ("pretrain_steps", "pretrain_time", "pretrain_val_loss", "pret
                    "pretrain_val_r2")
 
 
+def epochs_run(history: xr.Dataset) -> float:
+    """Epochs a run trained: the epoch of its last validation (TrainConfig.eval_every may leave
+    fewer history rows than epochs; a run stopped by its time budget ends in a fractional one)."""
+    return float(history.epoch[-1]) if history.sizes.get("epoch", 0) else 0.0
+
+
 def _stage_time(history: xr.Dataset) -> float:
     """Seconds the run trained and evaluated (the engine's running clock at its last epoch)."""
     return float(history["time"].values[-1]) if "time" in history and history.sizes.get("epoch") \
@@ -233,7 +239,7 @@ def run_arm(task: Union[Task, TaskRef], arm: Arm, seed: int, run_dir: Path) -> x
     grid_time = sum(_stage_time(t[2].history) for t in tries)
     _, _, r, lr = max(tries, key=lambda t: t[:2])
     values = {f"test_{m}": r.test_metrics[m], f"val_{m}": r.val_metrics[m], "steps": r.steps,
-              "best_epoch": r.best_epoch, "epochs_run": r.history.sizes.get("epoch", 0),
+              "best_epoch": r.best_epoch, "epochs_run": epochs_run(r.history),
               "params": count_parameters(r.model), "lr": lr, "seq_len": task.spec.seq_len,
               "time": _stage_time(r.history), "grid_steps": grid_steps, "grid_time": grid_time,
               **pt_vals}

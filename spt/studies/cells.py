@@ -29,6 +29,7 @@ import numpy as np
 import torch
 import xarray as xr
 
+from ..config import LATER_TRAIN_FIELDS
 from ..results import combine_results, read_result, run_config, write_result
 from .claims import release, try_claim
 
@@ -79,9 +80,11 @@ EXECUTION_FIELDS = frozenset({"device", "num_workers", "progress", "pin_memory",
 
 
 def _identity(config):
-    """`config` without the EXECUTION_FIELDS of any dict in it."""
+    """`config` without the EXECUTION_FIELDS of any dict in it, nor the fields of
+    LATER_TRAIN_FIELDS at the value that files written before them ran with."""
     if isinstance(config, dict):
-        return {k: _identity(v) for k, v in config.items() if k not in EXECUTION_FIELDS}
+        return {k: _identity(v) for k, v in config.items() if k not in EXECUTION_FIELDS
+                and not (k in LATER_TRAIN_FIELDS and v == LATER_TRAIN_FIELDS[k])}
     if isinstance(config, list):
         return [_identity(v) for v in config]
     return config

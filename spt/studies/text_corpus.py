@@ -35,7 +35,7 @@ from ..models.tiny_lm import TinyLMConfig, train_tiny_text_lm
 from ..paper import TABLE2
 from ..train.engine import fit
 from ..train.objectives import Supervised
-from .arms import TaskRef, history_curve
+from .arms import TaskRef, epochs_run, history_curve
 from .cells import Cell, run_cells, scalar_dataset
 from .grid import check_data, need_root, pick_tasks
 from .smoke import default_smoke_root, smoke_data_root
@@ -183,7 +183,7 @@ def _finetune_cell(ref: TaskRef, lm: LMConfig, train: TrainConfig, seed: int,
             stage="finetune", meta=meta, resume=True)
     m = task.spec.score
     values = {f"test_{m}": r.test_metrics[m], f"val_{m}": r.val_metrics[m], "steps": r.steps,
-              "best_epoch": r.best_epoch, "epochs_run": r.history.sizes.get("epoch", 0),
+              "best_epoch": r.best_epoch, "epochs_run": epochs_run(r.history),
               "n_parameters": n_params, "seq_len": task.spec.seq_len,
               "time": float(r.history["time"].values[-1])}
     return scalar_dataset(values, curve_train_loss=history_curve(r.history, "train_loss"),

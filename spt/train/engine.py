@@ -1,9 +1,10 @@
 """The training engine behind pretrain(), finetune() and train_from_scratch().
 
 ``fit`` trains a model with an objective (:mod:`spt.train.objectives`) on a task's train split,
-evaluates on validation after every epoch, keeps the best-validation weights in ``best.pt``
-(selected on ``TrainConfig.select``, or the objective's default metric), and the full resumable
-state in ``last.pt`` (both written atomically). A killed run continues from ``last.pt`` with
+evaluates on validation every ``TrainConfig.eval_every`` epochs (and after the last), keeps the
+best-validation weights in ``best.pt`` (selected on ``TrainConfig.select``, or the objective's
+default metric), and the full resumable state in ``last.pt`` at every validation (both written
+atomically). A killed run continues from ``last.pt`` with
 ``resume=True`` and ends with the same weights as an uninterrupted run: the data order depends
 only on (seed, epoch), and every random state is saved. A run ends at ``TrainConfig.epochs``,
 ``max_steps``, ``max_time`` (training time, counted across resumes; see TrainConfig for how a
@@ -31,7 +32,7 @@ import xarray as xr
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
-from ..config import TrainConfig, to_dict
+from ..config import LATER_TRAIN_FIELDS, TrainConfig, to_dict
 from ..data.collate import pad_collate
 from . import distributed as D
 from .checkpoint import FORMAT, atomic_save, read_checkpoint
@@ -170,7 +171,8 @@ RESUMABLE_FIELDS = {"progress", "num_workers", "device", "eval_batch_size", "com
 
 def _check_same_run(ck: dict, meta: dict, cfg: TrainConfig, path: Path) -> None:
     """Resuming is only allowed into a run with the same configuration."""
-    saved = {"train_config": ck.get("train_config"), **{k: ck.get(k) for k in meta}}
+    saved = {"train_config": {**LATER_TRAIN_FIELDS, **(ck.get("train_config") or {})},
+             **{k: ck.get(k) for k in meta}}
     now = {"train_config": to_dict(cfg), **meta}
     ignore = RESUMABLE_FIELDS
     diffs = []
@@ -287,10 +289,11 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
     D.reseed(cfg.seed, env, gen)
     select, sign = _selection(objective, cfg)
 
-    # best: sign * the best selection score so far; patience_best: the same over full epochs only
+    # best: sign * the best selection score so far; patience_best: the same over full epochs only;
+    # bad_epochs: epochs since patience_best; validated: epochs done at the last full validation
     state = {"epoch": 0, "batch": 0, "step": 0, "best": -math.inf, "best_epoch": -1,
-             "patience_best": -math.inf, "bad_evals": 0, "history": [], "done": False,
-             "stopped_by": None, "time": 0.0}
+             "patience_best": -math.inf, "bad_epochs": 0, "validated": 0, "history": [],
+             "done": False, "stopped_by": None, "time": 0.0}
     ck = None
     if resume and last_path.exists():
         ck = read_checkpoint(last_path)
@@ -303,6 +306,9 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
         D.load_optimizer_state(model, opt, ck["optimizer"], names)
         sched.load_state_dict(ck["scheduler"])
         state = {"stopped_by": None, "patience_best": ck["state"]["best"], **ck["state"]}
+        if "bad_evals" in state:  # written when every epoch was validated: evaluations = epochs
+            state["bad_epochs"] = state.pop("bad_evals")
+        state.setdefault("validated", state["epoch"])
         saved_world = ck.get("world_size", 1)
         if saved_world == env.world_size:
             _set_rng_state(ck.get("rng_ranks", [ck["rng"]])[env.rank], gen, device)
@@ -339,6 +345,7 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
         state.pop("totals", None)
 
     bad = torch.zeros((), dtype=torch.bool, device=device)
+    carry: dict = {}  # this rank's training statistics of the epochs since the last validation
 
     def check_finite() -> None:
         if D.any_rank(bad, env):
@@ -364,9 +371,11 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
     while not state["done"] and state["epoch"] < cfg.epochs:
         epoch = state["epoch"]
         totals: dict = dict(state.pop("totals", {}) if env.is_main else {})  # interrupted epoch
+        totals.update(carry)  # a resumed epoch's totals or the carry, never both
+        carry = {}
         if state["step"] > 0 and out_of_time():  # spent in the last evaluation, or a smaller budget
             stop("max_time")
-            if state["batch"] == 0:  # an epoch boundary: that epoch was evaluated already
+            if state["batch"] == 0 and state["validated"] == epoch:  # every epoch was validated
                 save_last()
                 break
         todo = [] if state["done"] else epoch_batches(n, cfg.batch_size, cfg.seed, epoch)
@@ -413,6 +422,12 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
         check_finite()
         # stopped by the clock inside an epoch: the epoch stays open, so a larger budget resumes it
         partial = state["stopped_by"] == "max_time" and state["batch"] < batches_per_epoch
+        if not (partial or state["done"] or epoch + 1 >= cfg.epochs
+                or (epoch + 1) % cfg.eval_every == 0):  # no validation (nor last.pt) this epoch
+            carry = totals
+            state["epoch"] += 1
+            state["batch"] = 0
+            continue
         reduced = D.all_reduce_sums(totals, env)
         train_m = objective.metrics(reduced) if reduced else {}
         val_m = evaluate(model, objective, task.val, cfg, device, env=env)
@@ -434,10 +449,11 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
                             best_path)
         if not partial:
             if score > state["patience_best"]:
-                state.update(patience_best=score, bad_evals=0)
+                state.update(patience_best=score, bad_epochs=0)
             else:
-                state["bad_evals"] += 1
-            if cfg.patience is not None and state["bad_evals"] >= cfg.patience:
+                state["bad_epochs"] += epoch + 1 - state["validated"]
+            state["validated"] = epoch + 1
+            if cfg.patience is not None and state["bad_epochs"] >= cfg.patience:
                 stop("patience")
             state["epoch"] += 1
             state["batch"] = 0

@@ -36,8 +36,10 @@ def plot_training_curves(ds: xr.Dataset, metric: str = "curve_val_accuracy", axe
         for j, seed in enumerate(ds.seed.values):
             kw = dict(color=COLORS.get(str(init)), alpha=0.8, lw=1.2,
                       label=LABELS.get(str(init)) if j == 0 else None)
-            axes[0].plot(ds.epoch, ds[metric].sel(init=init, seed=seed) * 100, **kw)
-            axes[1].plot(ds.epoch, ds["curve_train_loss"].sel(init=init, seed=seed), **kw)
+            # the epochs this run validated (runs stop at different epochs: NaN elsewhere)
+            d = ds[[metric, "curve_train_loss"]].sel(init=init, seed=seed).dropna("epoch", how="all")
+            axes[0].plot(d.epoch, d[metric] * 100, **kw)
+            axes[1].plot(d.epoch, d["curve_train_loss"], **kw)
     axes[0].set(xlabel="epoch", ylabel="validation accuracy (%)", title="validation accuracy")
     axes[1].set(xlabel="epoch", ylabel="train loss", title="training loss", yscale="log")
     axes[0].legend(fontsize=8)
