@@ -64,17 +64,28 @@ def patience_epochs(n_train: int, epochs: int = 20) -> int:
     return max(epochs, -(-MIN_PATIENCE_STEPS // steps_per_epoch))
 
 
+# Validation of 300 images costs ~40% of a 100-image epoch and more than a 20-image one: the
+# supervised runs validate VALIDATIONS_PER_PATIENCE times per patience window, pretraining about
+# every PRETRAIN_EVAL_STEPS optimiser steps (its validation only picks the checkpoint).
+VALIDATIONS_PER_PATIENCE = 5
+PRETRAIN_EVAL_STEPS = 50
+
+
 def supervised(lr: float, patience: int, max_epochs: int) -> TrainConfig:
     """Finetuning or scratch: batch 16, until validation accuracy has not improved for
-    `patience` epochs (at most max_epochs), constant lr after 20 warmup steps."""
+    `patience` epochs (at most max_epochs), constant lr after 20 warmup steps; validated every
+    patience / VALIDATIONS_PER_PATIENCE epochs."""
     return TrainConfig(lr=lr, batch_size=BATCH, epochs=max_epochs, patience=patience,
-                       warmup_steps=20, schedule="constant", progress=False)
+                       warmup_steps=20, schedule="constant", progress=False,
+                       eval_every=max(1, patience // VALIDATIONS_PER_PATIENCE))
 
 
-def pretraining(lr: float, epochs: int = 10**6, max_steps=None) -> TrainConfig:
-    """Self-pretraining: batch 16, `epochs` or `max_steps`, 50 warmup steps."""
+def pretraining(lr: float, epochs: int = 10**6, max_steps=None, n_train=None) -> TrainConfig:
+    """Self-pretraining: batch 16, `epochs` or `max_steps`, 50 warmup steps; on n_train
+    examples it validates about every PRETRAIN_EVAL_STEPS steps (None: every epoch)."""
+    every = 1 if n_train is None else max(1, PRETRAIN_EVAL_STEPS // -(-n_train // BATCH))
     return TrainConfig(lr=lr, batch_size=BATCH, epochs=epochs, max_steps=max_steps,
-                       warmup_steps=50, progress=False)
+                       warmup_steps=50, progress=False, eval_every=every)
 
 
 def spt_and_scratch(model, objective: ObjectiveConfig, pretrain: TrainConfig,
@@ -96,9 +107,11 @@ def ssm_arms(model, objective: ObjectiveConfig, note: str, n_train: int = 100) -
     """The SSM studies' (03, 04) laptop budget for n_train labelled images: SPT =
     SSM_PRETRAIN_STEPS pretraining steps at lr 3e-3, then finetuning at lr 1e-3; scratch over lrs
     {3e-3, 1e-3}; patience 20 epochs (:func:`patience_epochs` for fewer than 100 images) on both
-    sides, at most 300 epochs or 15 patiences."""
+    sides, at most 300 epochs or 15 patiences; validation as :func:`supervised` and
+    :func:`pretraining` say (100 images: every 4 epochs, pretraining every 7)."""
     patience = patience_epochs(n_train)
-    return spt_and_scratch(model, objective, pretraining(3e-3, max_steps=SSM_PRETRAIN_STEPS),
+    return spt_and_scratch(model, objective,
+                           pretraining(3e-3, max_steps=SSM_PRETRAIN_STEPS, n_train=n_train),
                            supervised(1e-3, patience=patience, max_epochs=max(300, 15 * patience)),
                            scratch_lrs=(3e-3, 1e-3), note=note)
 

@@ -60,6 +60,27 @@ def test_patience_never_waits_fewer_steps_than_the_floor():
     assert {e.arm.train.patience for e in _laptop(explicit_priors).entries} == {20}
 
 
+@pytest.mark.parametrize("study", ["00_quickstart", "03_explicit_priors", "04_data_scales"])
+def test_laptop_runs_validate_often_enough_for_their_stopping_rule(study):
+    """Validation is thinned (it costs ~40% of a 100-image epoch), but every patience window
+    holds at least 5 validations on both sides, the same on both sides, and pretraining validates
+    at least 20 times."""
+    for e in _laptop(GRID_STUDIES[study][0]).entries:
+        t = e.arm.train
+        assert t.eval_every > 1 and t.patience // t.eval_every >= 5, (e.coords, t)
+        if e.arm.pretrain is not None:
+            pt = e.arm.pretrain
+            n = {"00_quickstart": 100, "03_explicit_priors": 100}.get(
+                study, round(dict(e.coords).get("fraction", 1) * DIGITS_POOL))
+            steps = pt.max_steps or pt.epochs * -(-n // BATCH)
+            assert pt.eval_every > 1 and steps / (pt.eval_every * -(-n // BATCH)) >= 20
+    by_coords = {}
+    for e in _laptop(GRID_STUDIES[study][0]).entries:
+        key = tuple((k, v) for k, v in e.coords if k != "init")
+        by_coords.setdefault(key, set()).add(e.arm.train.eval_every)
+    assert all(len(v) == 1 for v in by_coords.values()), "both sides validate alike"
+
+
 def test_laptop_presets_use_the_papers_encodings_and_grids():
     # 01: pixel tokens (LRA Image's Transformer encoding), the three arms of Table 1
     p = _laptop(lra_transformers)
