@@ -335,7 +335,8 @@ def describe_budgets(ds: xr.Dataset, setup: Setup) -> str:
         f"(min {sc.steps.min().item():.0f}, max {sc.steps.max().item():.0f}); each run went on "
         f"until validation accuracy had not improved for {setup.patience} epochs "
         f"(epochs run: {', '.join(str(int(e)) for e in sc.epochs_run.values)}; cap "
-        f"{setup.max_epochs}), and the best-validation epoch is reported.",
+        f"{setup.max_epochs}; validated every {setup.eval_every} epochs), and the "
+        f"best-validation epoch is reported.",
         lr_line,
         f"SPT: {ds.pretrain_steps.mean().item():.0f} masked-denoising steps (lr "
         f"{setup.pretrain_lr:g}) on the same {setup.n_train} training inputs (labels unused), then "
