@@ -163,7 +163,8 @@ DESCRIPTIONS = {
                     "S4 (d=64 x 3) on digits 8x8 with continuous pixels at nested fractions of the "
                     "997 training images, 1,000 masked-L1 pretraining steps at every fraction, "
                     "finetuning (lr 1e-3) vs. scratch over lrs {3e-3, 1e-3}, patience 20 epochs "
-                    "and at least 140 steps on both sides, 3 seeds. Dims: task, model, fraction, "
+                    "and at least 140 steps on both sides (validated 5 times per patience window), "
+                    "3 seeds. Dims: task, model, fraction, "
                     "init, seed (+ epoch for the curves)."),
     "kernels": ("Per-channel |K| (max over both directions) of study 06's laptop S4 (d=64 x 4 "
                 "layers, N=64; seed 0) after 2,000 masked-L1 pretraining steps on the 997 "
