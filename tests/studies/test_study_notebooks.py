@@ -38,6 +38,17 @@ def test_every_parameter_is_documented(name):
         assert info["inferred_type_name"] != "None", f"{name}: parameter {p} has no type"
 
 
+def test_every_notebook_cell_has_an_id():
+    """nbformat 4.5 cells need an id: without one, papermill warns on every run (and newer
+    nbformat versions refuse the notebook)."""
+    import json
+    from pathlib import Path
+    for path in sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("*.ipynb")):
+        nb = json.loads(path.read_text())
+        ids = [c.get("id") for c in nb["cells"]]
+        assert all(ids) and len(set(ids)) == len(ids), f"{path.name}: cells without a unique id"
+
+
 def _finite_metric(ds: xr.Dataset) -> xr.DataArray:
     metrics = [ds[m] for m in ("test_accuracy", "test_r2") if m in ds]
     return xr.concat(metrics, "m").max("m") if len(metrics) > 1 else metrics[0]
