@@ -101,7 +101,7 @@ def laptop(data_root=None) -> GridPreset:
                     for i, a in (("scratch", arms["scratch"]), ("masked", masked),
                                  ("causal", causal)))
     return GridPreset("laptop", entries, seeds=(0, 1, 2), note=(
-        "2-core CPU, ~22 min: 100 labelled digits as 64 pixel tokens (LRA Image's encoding) "
+        "2-core CPU, ~10 min: 100 labelled digits as 64 pixel tokens (LRA Image's encoding) "
         "standing in for the six LRA tasks, a d=64 x 3 Transformer (the LRA Image row's size); "
         "scratch (lr 1e-3, chosen on validation over {3e-3, 1e-3}) vs. masked and causal SPT "
         "(pretraining lr 3e-3, 250 epochs; finetuning lr 1e-3), patience 100 everywhere; 3 seeds"))

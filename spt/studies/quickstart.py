@@ -151,7 +151,7 @@ PRESETS = {
     "smoke": lambda data_root=None: grid(SMOKE, (0,), "smoke", "CPU smoke run: a 1-layer d=16 "
                                          "Transformer, 2 pretraining epochs; checks the pipeline"),
     "laptop": lambda data_root=None: grid(LAPTOP, name="laptop", note=(
-        "2-core CPU, ~20 min: 100 labelled digits as 64 pixel tokens, a d=64 x 3 Transformer "
+        "2-core CPU, ~13 min: 100 labelled digits as 64 pixel tokens, a d=64 x 3 Transformer "
         "(the LRA Image row's size); SPT vs. scratch (lr 1e-3, chosen on validation over "
         "{3e-3, 1e-3}); stands in for LRA Image (Table 1)")),
     "continuous": lambda data_root=None: grid(CONTINUOUS, name="continuous", note=(
