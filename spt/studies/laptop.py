@@ -103,15 +103,16 @@ def spt_and_scratch(model, objective: ObjectiveConfig, pretrain: TrainConfig,
 SSM_PRETRAIN_STEPS = 1000
 
 
-def ssm_arms(model, objective: ObjectiveConfig, note: str, n_train: int = 100) -> dict[str, Arm]:
+def ssm_arms(model, objective: ObjectiveConfig, note: str, n_train: int = 100,
+             pretrain_steps: int = SSM_PRETRAIN_STEPS) -> dict[str, Arm]:
     """The SSM studies' (03, 04) laptop budget for n_train labelled images: SPT =
-    SSM_PRETRAIN_STEPS pretraining steps at lr 3e-3, then finetuning at lr 1e-3; scratch over lrs
+    `pretrain_steps` pretraining steps at lr 3e-3, then finetuning at lr 1e-3; scratch over lrs
     {3e-3, 1e-3}; patience 20 epochs (:func:`patience_epochs` for fewer than 100 images) on both
     sides, at most 300 epochs or 15 patiences; validation as :func:`supervised` and
     :func:`pretraining` say (100 images: every 4 epochs, pretraining every 7)."""
     patience = patience_epochs(n_train)
     return spt_and_scratch(model, objective,
-                           pretraining(3e-3, max_steps=SSM_PRETRAIN_STEPS, n_train=n_train),
+                           pretraining(3e-3, max_steps=pretrain_steps, n_train=n_train),
                            supervised(1e-3, patience=patience, max_epochs=max(300, 15 * patience)),
                            scratch_lrs=(3e-3, 1e-3), note=note)
 
