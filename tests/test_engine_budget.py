@@ -143,6 +143,18 @@ def test_a_stopped_or_killed_budgeted_run_resumes_to_the_uninterrupted_weights(t
                                   full.history["val_loss"].values)
 
 
+def test_a_budget_spent_between_validations_validates_before_it_stops(task, tmp_path):
+    c = cfg(epochs=7, eval_every=3)
+    full = run(task, tmp_path / "full", c)
+    # 8 steps: the budget ends with epoch 2, which eval_every=3 does not validate
+    stopped = run(task, tmp_path / "run", cfg(epochs=7, eval_every=3, max_time=8))
+    assert stopped.stopped_by == "max_time" and list(stopped.history.epoch.values) == [2]
+    resumed = run(task, tmp_path / "run", c, resume=True)
+    assert list(resumed.history.epoch.values) == [2, 3, 6, 7]
+    _same_weights(tmp_path / "run", tmp_path / "full")
+    assert resumed.steps == full.steps == 7 * STEPS_PER_EPOCH
+
+
 def test_select_picks_best_pt_on_the_named_metric(token_task, tmp_path):
     r = pretrain(token_task, MODEL, CE, cfg(epochs=4, select="accuracy"), tmp_path / "acc")
     h = r.history

@@ -1,6 +1,7 @@
 """TrainConfig.eval_every: validation every k epochs trains exactly the same steps, counts
-patience in epochs, resumes exactly from a kill between validations, and leaves checkpoints and
-result files written before the field existed usable."""
+patience in epochs, resumes exactly from a kill between validations (a time budget spent between
+them: test_engine_budget.py), and leaves checkpoints and result files written before the field
+existed usable."""
 import pytest
 import torch
 
@@ -106,30 +107,3 @@ def test_eval_every_must_be_a_positive_whole_number(bad):
     with pytest.raises(ValueError, match="eval_every"):
         TrainConfig(eval_every=bad)
 
-
-class StepClock:
-    """Seconds = optimiser steps taken in this process."""
-
-    def __init__(self):
-        self.t = 0.0
-
-    def __call__(self) -> float:
-        return self.t
-
-    def on_step(self, step: int) -> None:
-        self.t += 1.0
-
-
-def test_a_budget_spent_between_validations_validates_before_it_stops(task, tmp_path):
-    c = cfg(epochs=7, eval_every=3)
-    full = pretrain(task, MODEL, OBJ, c, tmp_path / "full")
-    clock = StepClock()  # 6 steps: the budget ends with epoch 2, which is not a validated one
-    stopped = pretrain(task, MODEL, OBJ, TrainConfig(**{**c.__dict__, "max_time": 6}),
-                       tmp_path / "run", clock=clock, on_step=clock.on_step)
-    assert stopped.stopped_by == "max_time" and list(stopped.history.epoch.values) == [2]
-    clock = StepClock()
-    resumed = pretrain(task, MODEL, OBJ, c, tmp_path / "run", resume=True, clock=clock,
-                       on_step=clock.on_step)
-    assert list(resumed.history.epoch.values) == [2, 3, 6, 7]
-    assert_same_weights(last_weights(tmp_path / "run"), last_weights(tmp_path / "full"))
-    assert resumed.steps == full.steps

@@ -57,11 +57,15 @@ def ssm(model: SSMConfig, seq_len: int, d_state: int = 64) -> SSMConfig:
                            dropout=0.1), seq_len)
 
 
+def steps_per_epoch(n_train: int) -> int:
+    """Optimiser steps in an epoch of n_train examples at batch BATCH (the last batch partial)."""
+    return -(-n_train // BATCH)
+
+
 def patience_epochs(n_train: int, epochs: int = 20) -> int:
     """`epochs`, or more where n_train images make epochs so short that `epochs` of them hold
     fewer than MIN_PATIENCE_STEPS steps at batch BATCH (20 images: 70 epochs; 100 or more: 20)."""
-    steps_per_epoch = -(-n_train // BATCH)
-    return max(epochs, -(-MIN_PATIENCE_STEPS // steps_per_epoch))
+    return max(epochs, -(-MIN_PATIENCE_STEPS // steps_per_epoch(n_train)))
 
 
 # Validation of 300 images costs ~40% of a 100-image epoch and more than a 20-image one: the
@@ -83,7 +87,7 @@ def supervised(lr: float, patience: int, max_epochs: int) -> TrainConfig:
 def pretraining(lr: float, epochs: int = 10**6, max_steps=None, n_train=None) -> TrainConfig:
     """Self-pretraining: batch 16, `epochs` or `max_steps`, 50 warmup steps; on n_train
     examples it validates about every PRETRAIN_EVAL_STEPS steps (None: every epoch)."""
-    every = 1 if n_train is None else max(1, PRETRAIN_EVAL_STEPS // -(-n_train // BATCH))
+    every = 1 if n_train is None else max(1, PRETRAIN_EVAL_STEPS // steps_per_epoch(n_train))
     return TrainConfig(lr=lr, batch_size=BATCH, epochs=epochs, max_steps=max_steps,
                        warmup_steps=50, progress=False, eval_every=every)
 

@@ -52,7 +52,7 @@ class Setup:
                     pixels (init "scratch_continuous", same lr grid and stopping): what scratch
                     reaches with the other encoding, so the reader sees how much of the gap the
                     token encoding makes. Off in the laptop preset (it adds a third of the time);
-                    :func:`continuous_reference` then shows the recorded 6-seed run.
+                    :func:`continuous_reference_table` then shows the recorded 6-seed run.
     """
 
     image_size: int = 8

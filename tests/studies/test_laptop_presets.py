@@ -72,8 +72,9 @@ def test_laptop_runs_validate_often_enough_for_their_stopping_rule(study):
             pt = e.arm.pretrain
             n = {"00_quickstart": 100, "03_explicit_priors": 100}.get(
                 study, round(dict(e.coords).get("fraction", 1) * DIGITS_POOL))
-            steps = pt.max_steps or pt.epochs * -(-n // BATCH)
-            assert pt.eval_every > 1 and steps / (pt.eval_every * -(-n // BATCH)) >= 20
+            per_epoch = -(-n // BATCH)
+            steps = pt.max_steps or pt.epochs * per_epoch
+            assert pt.eval_every > 1 and steps / (pt.eval_every * per_epoch) >= 20
     by_coords = {}
     for e in _laptop(GRID_STUDIES[study][0]).entries:
         key = tuple((k, v) for k, v in e.coords if k != "init")
