@@ -22,6 +22,9 @@ from typing import Literal, Optional
 
 Positions = Literal["sinusoidal", "learned", "rotary", "none"]
 Pooling = Literal["mean", "max", "last"]
+# The classifier after pooling: "mlp" Linear(d, d) -> GELU -> Linear(d, n_out); "linear" one
+# Linear(d, n_out) (the paper's authors' `sequence` decoder; see spt.models.heads).
+Head = Literal["mlp", "linear"]
 AttentionBackend = Literal["auto", "flash", "sdpa", "manual"]
 ObjectiveKind = Literal["masked", "causal"]
 LossKind = Literal["ce", "l1"]
@@ -47,6 +50,8 @@ class TransformerConfig:
     positions   : "sinusoidal" | "learned" | "rotary" | "none".
     causal      : unidirectional (next-token) model; otherwise bidirectional.
     pooling     : how the finetuning head pools the sequence: "mean" | "max" | "last".
+    head        : the finetuning head after pooling: "mlp" (Linear(d, d) -> GELU -> Linear(d, n_out))
+                  or "linear" (one Linear(d, n_out)).
     max_len     : longest sequence the position table supports (sinusoidal / learned).
     local_block : None for full attention; W for neighbour-block local attention (the sequence is
                   cut into blocks of W tokens, each block attends to itself and its neighbours).
@@ -66,6 +71,7 @@ class TransformerConfig:
     max_len: int = 4096
     local_block: Optional[int] = None
     attention: AttentionBackend = "auto"
+    head: Head = "mlp"
 
     def __post_init__(self):
         c = "TransformerConfig"
@@ -78,6 +84,7 @@ class TransformerConfig:
                              f"d_model/n_heads = {self.d_model // self.n_heads}")
         _check_choice(c, "positions", self.positions, Positions.__args__)
         _check_choice(c, "pooling", self.pooling, Pooling.__args__)
+        _check_choice(c, "head", self.head, Head.__args__)
         _check_choice(c, "attention", self.attention, AttentionBackend.__args__)
         if not 0.0 <= self.dropout < 1.0 or not 0.0 <= self.attn_dropout < 1.0:
             raise ValueError(f"{c}.dropout and attn_dropout must be in [0, 1)")

@@ -17,6 +17,8 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Union
 
+from .config import Head, _check_choice
+
 _POOLINGS = ("mean", "max", "last")
 _POSITIONS = ("none", "sinusoidal", "learned")
 # Constructor arguments that come from the config's own fields, never from kwargs.
@@ -119,6 +121,8 @@ class LayerConfig:
                    input, for layers that do not know where each input is.
     max_len      : longest sequence the position table covers.
     pooling      : finetuning head pooling ("mean" | "max" | "last").
+    head         : finetuning head after pooling: "mlp" (Linear(D, D) -> GELU -> Linear(D, n_out))
+                   or "linear" (one Linear(D, n_out)).
     dropout      : on the stack's input and on every layer's output, before the residual sum.
 
     How the layer is constructed and called is the contract in :mod:`spt.models.custom`.
@@ -134,6 +138,7 @@ class LayerConfig:
     max_len: int = 1024
     pooling: str = "mean"
     dropout: float = 0.0
+    head: Head = "mlp"
 
     def __post_init__(self):
         c = "LayerConfig"
@@ -163,6 +168,7 @@ class LayerConfig:
             raise ValueError(f"{c}.positions={self.positions!r} is not one of {list(_POSITIONS)}")
         if self.pooling not in _POOLINGS:
             raise ValueError(f"{c}.pooling={self.pooling!r} is not one of {list(_POOLINGS)}")
+        _check_choice(c, "head", self.head, Head.__args__)
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"{c}.dropout must be in [0, 1), got {self.dropout!r}")
 

@@ -7,6 +7,8 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
+from .config import Head, _check_choice
+
 _POOLINGS = ("mean", "max", "last")
 _NORMS = ("layer", "batch")
 
@@ -22,6 +24,8 @@ class SGConvConfig:
                  ``n_scales = 1 + ceil(log2(max_len / kernel_dim))`` sub-kernels (derived).
     causal     : one kernel per channel looking back only; otherwise a forward and a backward one.
     pooling    : finetuning head pooling ("mean" | "max" | "last").
+    head       : finetuning head after pooling: "mlp" (Linear(d, d) -> GELU -> Linear(d, n_out)) or
+                 "linear" (one Linear(d, n_out)).
     dropout    : dropout after the activation and after the output projection.
     norm       : "layer" or "batch" (batch statistics over real, non-padded positions).
     prenorm    : normalise inside the residual branch (pre-norm) or after the residual (post-norm).
@@ -48,6 +52,7 @@ class SGConvConfig:
     prenorm: bool = True
     glu: bool = True
     lr: float = 1e-3
+    head: Head = "mlp"
 
     def __post_init__(self):
         c = "SGConvConfig"
@@ -61,6 +66,7 @@ class SGConvConfig:
             raise ValueError(f"{c}.dropout must be in [0, 1), got {self.dropout!r}")
         if self.pooling not in _POOLINGS:
             raise ValueError(f"{c}.pooling={self.pooling!r} is not one of {list(_POOLINGS)}")
+        _check_choice(c, "head", self.head, Head.__args__)
         if self.norm not in _NORMS:
             raise ValueError(f"{c}.norm={self.norm!r} is not one of {list(_NORMS)}")
 

@@ -14,6 +14,7 @@ from typing import ClassVar, Literal, Optional
 
 from .config import (
     PAPER_OPTIM,
+    Head,
     ObjectiveConfig,
     Pooling,
     TrainConfig,
@@ -50,6 +51,8 @@ class SSMConfig:
     causal    : unidirectional convolution (and a recurrent step mode); otherwise each channel has a
                 forward and a backward kernel.
     pooling   : finetuning head pooling ("mean" | "max" | "last").
+    head      : finetuning head after pooling: "mlp" (Linear(d, d) -> GELU -> Linear(d, n_out)) or
+                "linear" (one Linear(d, n_out), the authors' S4 / DLR decoder).
     max_len   : longest sequence. S4 learns C-tilde for this kernel length and computes its kernel at
                 this length (then truncates), so its kernel does not depend on the batch length.
     init      : None -> the kind's structured default (see SSM_INITS). Two random ones:
@@ -96,6 +99,7 @@ class SSMConfig:
     dt_min: Optional[float] = None
     dt_max: float = 0.1
     random_std: float = 0.1
+    head: Head = "mlp"
 
     def __post_init__(self):
         c = "SSMConfig"
@@ -106,6 +110,7 @@ class SSMConfig:
             raise ValueError(f"{c}.d_state must be even for {self.kind} (conjugate pairs), "
                              f"got {self.d_state}")
         _check_choice(c, "pooling", self.pooling, Pooling.__args__)
+        _check_choice(c, "head", self.head, Head.__args__)
         _check_choice(c, "norm", self.norm, SSMNorm.__args__)
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"{c}.dropout must be in [0, 1)")

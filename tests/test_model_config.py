@@ -57,6 +57,10 @@ def test_hub_folders_written_before_load(tmp_path, name, key):
     model = SequenceModel.from_pretrained(folder)  # weights loaded strictly by parameter name
     cfg = model_config_from_dict(model.hub_config["model_config"])
     assert type(cfg) is (TransformerConfig if saved == "ModelConfig" else SSMConfig)
+    # written before the model configs had `head`: read as the MLP head those folders hold
+    assert "head" not in model.hub_config["model_config"] and cfg.head == "mlp"
+    if model.hub_config["kind"] == "classifier":
+        assert "head.mlp.0.weight" in model.state_dict()
     x, valid = _inputs(key)
     torch.testing.assert_close(model(x, valid), torch.tensor(EXPECTED[name]))
     ckpt = hub.load_checkpoint(folder)
@@ -68,6 +72,7 @@ def test_best_pt_written_before_finetunes_and_exports(tmp_path):
     assert ckpt["model_config"]["type"] == "ModelConfig"
     cfg = model_config_from_dict(ckpt["model_config"])
     assert type(cfg) is TransformerConfig and cfg.positions == "sinusoidal"
+    assert "head" not in ckpt["model_config"] and cfg.head == "mlp"
     spec = TaskSpec(**ckpt["spec"])
     # the pretraining model loads the whole state dict strictly and computes what it did then
     model = pretraining_model(cfg, spec, ObjectiveConfig(**ckpt["objective"])).eval()

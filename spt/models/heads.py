@@ -1,11 +1,24 @@
 """Input encoders (tokens or continuous values + mask channel), sequence pooling, output heads
-(pooled classifier, the dual encoder's pair classifier, per-position head)."""
+(pooled classifier, the dual encoder's pair classifier, per-position head).
+
+The pooled heads end in one of two classifiers, the model config's ``head``:
+
+* "mlp"    : ``mlp`` = Linear(d_in, d) -> GELU -> Linear(d, n_out) (parameters ``mlp.0.*``,
+             ``mlp.2.*``); on pairs, the shape of LRA's and the S4 code's retrieval head;
+* "linear" : ``linear`` = Linear(d_in, n_out) (parameters ``linear.weight``, ``linear.bias``), the
+             paper's authors' decoder for S4 and DLR and for their ListOps, Pathfinder and PathX
+             Transformers.
+
+d_in is d for a single sequence and 4d for a pair ([u, v, u*v, u-v]).
+"""
 from __future__ import annotations
 
 from typing import Optional
 
 import torch
 import torch.nn as nn
+
+from ..config import Head, _check_choice
 
 
 class TokenEncoder(nn.Module):
@@ -60,16 +73,37 @@ def pool(h: torch.Tensor, valid: Optional[torch.Tensor], how: str) -> torch.Tens
     raise ValueError(f"pooling must be 'mean', 'max' or 'last', got {how!r}")
 
 
-class ClassifierHead(nn.Module):
-    """Pooled sequence -> MLP -> (B, n_out) logits (or (B, 1) for regression)."""
+class _PooledClassifier(nn.Module):
+    """The layers after pooling: features (B, d_in) -> (B, n_out), as `head` says (module
+    docstring): "mlp" builds ``self.mlp``, "linear" builds ``self.linear``."""
 
-    def __init__(self, d_model: int, n_out: int, pooling: str):
+    def __init__(self, d_in: int, d_model: int, n_out: int, head: str):
         super().__init__()
+        _check_choice(type(self).__name__, "head", head, Head.__args__)
+        self.kind = head
+        if head == "mlp":
+            self.mlp = nn.Sequential(nn.Linear(d_in, d_model), nn.GELU(), nn.Linear(d_model, n_out))
+        else:
+            self.linear = nn.Linear(d_in, n_out)
+
+    def classify(self, z: torch.Tensor) -> torch.Tensor:
+        """z (B, d_in) -> (B, n_out)."""
+        return self.mlp(z) if self.kind == "mlp" else self.linear(z)
+
+
+class ClassifierHead(_PooledClassifier):
+    """Pooled sequence -> classifier -> (B, n_out) logits (or (B, 1) for regression).
+
+    forward(h (B, L, d), valid (B, L) bool or None) -> (B, n_out). head: "mlp" (Linear(d, d) ->
+    GELU -> Linear(d, n_out)) or "linear" (Linear(d, n_out)); see the module docstring.
+    """
+
+    def __init__(self, d_model: int, n_out: int, pooling: str, head: str = "mlp"):
+        super().__init__(d_model, d_model, n_out, head)
         self.pooling = pooling
-        self.mlp = nn.Sequential(nn.Linear(d_model, d_model), nn.GELU(), nn.Linear(d_model, n_out))
 
     def forward(self, h: torch.Tensor, valid: Optional[torch.Tensor] = None) -> torch.Tensor:
-        return self.mlp(pool(h, valid, self.pooling))
+        return self.classify(pool(h, valid, self.pooling))
 
 
 def pair_features(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -78,27 +112,26 @@ def pair_features(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     return torch.cat([u, v, u * v, u - v], dim=-1)
 
 
-class PairClassifierHead(nn.Module):
-    """The dual encoder's head (LRA Retrieval): pool each document, MLP on [u, v, u*v, u-v].
+class PairClassifierHead(_PooledClassifier):
+    """The dual encoder's head (LRA Retrieval): pool each document, classify [u, v, u*v, u-v].
 
     forward(h (2B, L, d), valid (2B, L) or None) -> (B, n_out): rows 0..B-1 of h are the first
     documents, rows B..2B-1 the second ones (the batch :class:`~spt.models.model.DualEncoderModel`
-    gives the backbone). Each row is pooled over its own real positions. The MLP is
-    Linear(4d, d) -> GELU -> Linear(d, n_out), the shape of LRA's and the S4 code's retrieval head.
+    gives the backbone). Each row is pooled over its own real positions. head "mlp":
+    Linear(4d, d) -> GELU -> Linear(d, n_out), the shape of LRA's and the S4 code's retrieval head;
+    "linear": Linear(4d, n_out).
     """
 
-    def __init__(self, d_model: int, n_out: int, pooling: str):
-        super().__init__()
+    def __init__(self, d_model: int, n_out: int, pooling: str, head: str = "mlp"):
+        super().__init__(4 * d_model, d_model, n_out, head)
         self.pooling = pooling
-        self.mlp = nn.Sequential(nn.Linear(4 * d_model, d_model), nn.GELU(),
-                                 nn.Linear(d_model, n_out))
 
     def forward(self, h: torch.Tensor, valid: Optional[torch.Tensor] = None) -> torch.Tensor:
         if h.shape[0] % 2:
             raise ValueError(f"PairClassifierHead expects the two documents stacked on the batch "
                              f"dimension (2B rows), got {h.shape[0]} rows")
         u, v = pool(h, valid, self.pooling).chunk(2, dim=0)
-        return self.mlp(pair_features(u, v))
+        return self.classify(pair_features(u, v))
 
 
 class TokenHead(nn.Module):

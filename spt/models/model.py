@@ -183,14 +183,18 @@ class DualEncoderModel(SequenceModel):
 
 def classifier_model(cfg: ModelConfigType, spec: TaskSpec) -> SequenceModel:
     """A model for finetuning / training from scratch: pooled head with num_classes outputs
-    (1 output for regression tasks). A pair task (spec.pair) gets a :class:`DualEncoderModel`."""
+    (1 output for regression tasks). A pair task (spec.pair) gets a :class:`DualEncoderModel`.
+
+    The head pools as ``cfg.pooling`` says and classifies with ``cfg.head``: "mlp" (parameters
+    ``head.mlp.*``) or "linear" (``head.linear.*``), see :mod:`spt.models.heads`.
+    """
     n_out = 1 if spec.is_regression else spec.num_classes
     if spec.pair:
         model = DualEncoderModel(build_backbone(cfg, spec),
-                                 PairClassifierHead(cfg.d_model, n_out, cfg.pooling))
+                                 PairClassifierHead(cfg.d_model, n_out, cfg.pooling, cfg.head))
     else:
         model = SequenceModel(build_backbone(cfg, spec),
-                              ClassifierHead(cfg.d_model, n_out, cfg.pooling))
+                              ClassifierHead(cfg.d_model, n_out, cfg.pooling, cfg.head))
     model.hub_config = hub_config("classifier", cfg, spec)
     apply_init_(model, cfg)  # SSMConfig(init='random'): every parameter ~ N(0, 0.1^2)
     return model
