@@ -8,7 +8,8 @@ import torch
 import torch.nn as nn
 
 from spt import hub
-from spt.config import TransformerConfig
+from spt.config import ObjectiveConfig, TrainConfig, TransformerConfig
+from spt.data import digits_task
 from spt.data.task import TaskSpec
 from spt.layer_config import LayerConfig
 from spt.model_config import LATER_MODEL_FIELDS, model_config_from_dict, model_config_to_dict
@@ -17,6 +18,7 @@ from spt.models.heads import ClassifierHead, PairClassifierHead, pair_features, 
 from spt.models.model import SequenceModel, classifier_model
 from spt.sgconv_config import SGConvConfig
 from spt.ssm_config import SSMConfig
+from spt.train import finetune, pretrain
 
 D = 8
 CLS = TaskSpec("cls", seq_len=16, num_classes=5, vocab_size=12)
@@ -158,3 +160,32 @@ def test_hub_folder_without_head_loads_an_mlp_head(tmp_path):
     ckpt = hub.load_checkpoint(tmp_path / "m")
     assert model_config_from_dict(ckpt["model_config"]).head == "mlp"
     assert "head.mlp.0.weight" in ckpt["model"]
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return digits_task(size=8, n_train=32, val_size=16, test_size=16)
+
+
+def _train(**kw):
+    return TrainConfig(**{**dict(lr=1e-3, batch_size=16, epochs=1, progress=False, seed=0), **kw})
+
+
+def test_finetune_builds_the_checkpoints_head_or_the_override(digits, tmp_path):
+    obj = ObjectiveConfig("masked", 0.5, "l1")
+    cfg = dataclasses.replace(CONFIGS["transformer"], max_len=64, head="linear")
+    pt = pretrain(digits, cfg, obj, _train(), tmp_path / "pt")
+    ft = finetune(digits, pt.best_checkpoint, _train(), tmp_path / "ft")
+    (lin,) = _linears(ft.model.head)
+    assert (lin.in_features, lin.out_features) == (D, 10)
+    # overrides: an arm may pool or classify differently from the checkpoint's config
+    ft2 = finetune(digits, pt.best_checkpoint, _train(), tmp_path / "ft2", head="mlp", pooling="max")
+    assert ft2.model.head.kind == "mlp" and ft2.model.head.pooling == "max"
+    assert len(_linears(ft2.model.head)) == 2
+    # the finetuning checkpoint stores the config it ran with, so it exports and loads
+    stored = torch.load(ft2.best_checkpoint, weights_only=False)["model_config"]
+    assert model_config_from_dict(stored) == dataclasses.replace(cfg, head="mlp", pooling="max")
+    loaded = hub.load_model(hub.export_checkpoint(ft2.best_checkpoint, tmp_path / "hub"))
+    assert loaded.head.kind == "mlp" and loaded.head.pooling == "max"
+    with pytest.raises(ValueError, match=r"head='conv' is not one of \['mlp', 'linear'\]"):
+        finetune(digits, pt.best_checkpoint, _train(), tmp_path / "ft3", head="conv")

@@ -63,20 +63,26 @@ def _check_same_task(spec: TaskSpec, saved: dict, path: str) -> None:
 
 
 def finetune(task: Task, checkpoint, train_cfg: TrainConfig, out_dir, *,
-             pooling: Optional[str] = None, resume: bool = False, **fit_kw) -> RunResult:
+             pooling: Optional[str] = None, head: Optional[str] = None, resume: bool = False,
+             **fit_kw) -> RunResult:
     """Finetune a pretrained backbone on task labels.
 
     checkpoint : a pretraining ``best.pt`` (or its folder), an spt hub folder / repo id
                  (:func:`spt.hub.export_checkpoint`), or a dict from :func:`spt.hub.load_checkpoint`.
                  The model is rebuilt from the checkpoint's own model config
                  (TransformerConfig or SSMConfig), its backbone loaded strictly by parameter name, and
-                 the per-position head replaced by a fresh pooled classifier (or regressor).
+                 the per-position head replaced by a fresh pooled classifier (or regressor),
+                 pooled and shaped as the config's ``pooling`` and ``head`` say.
     pooling    : override the pooling of the saved config ("mean" | "max" | "last").
+    head       : override the head of the saved config ("mlp" | "linear").
+    The finetuning checkpoints store the model config with these overrides applied.
     """
     ckpt = load_checkpoint(checkpoint)
     model_cfg = model_config_from_dict(ckpt["model_config"])
     if pooling is not None:
         model_cfg = replace(model_cfg, pooling=pooling)
+    if head is not None:
+        model_cfg = replace(model_cfg, head=head)
     _check_same_task(task.spec, ckpt["spec"], ckpt["path"])
     torch.manual_seed(train_cfg.seed)
     model = classifier_model(model_cfg, task.spec)
