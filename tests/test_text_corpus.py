@@ -213,6 +213,21 @@ def test_fresh_input_embedding_is_the_named_alternative(tiny_neox):
     assert model(x, valid).shape == (3, 3)
 
 
+def test_lm_head_is_mlp_by_default_or_one_linear(tiny_neox):
+    pair = TaskSpec("retrieval", seq_len=16, num_classes=2, vocab_size=N_SPECIAL + 256, pair=True)
+    assert LMConfig(tiny_neox).head == "mlp"
+    assert lm_classifier(LMConfig(tiny_neox, "random"), SPEC).head.kind == "mlp"
+    for spec, d_in in ((SPEC, 16), (pair, 4 * 16)):
+        model = lm_classifier(LMConfig(tiny_neox, "random", head="linear"), spec).eval()
+        lins = [m for m in model.head.modules() if isinstance(m, torch.nn.Linear)]
+        assert [(m.in_features, m.out_features) for m in lins] == [(d_in, spec.num_classes)]
+        assert [n for n, _ in model.head.named_parameters()] == ["linear.weight", "linear.bias"]
+    x, valid = _batch()
+    assert model(x[:2], valid[:2], inputs2=x[1:], valid2=valid[1:]).shape == (2, 2)
+    with pytest.raises(ValueError, match=r"LMConfig\.head='conv' is not one of \['mlp', 'linear'\]"):
+        LMConfig("x", head="conv")
+
+
 def test_bad_sources_and_configs(tmp_path):
     other = tmp_path / "bert"
     other.mkdir()

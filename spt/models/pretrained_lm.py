@@ -58,7 +58,7 @@ from typing import Literal, Optional, Sequence
 import torch
 import torch.nn as nn
 
-from ..config import Pooling, _check_choice
+from ..config import Head, Pooling, _check_choice
 from ..data import listops
 from ..data.task import EOS_ID, MASK_ID, N_SPECIAL, PAD_ID, UNK_ID, TaskSpec
 from .heads import ClassifierHead, ContinuousEncoder, PairClassifierHead, TokenEncoder
@@ -93,6 +93,8 @@ class LMConfig:
     init     : "pretrained" (the source's weights) or "random" (its architecture, fresh weights).
     revision : hub revision (branch, tag or commit; Pythia publishes training steps as "step143000").
     pooling  : "last" | "mean" | "max" over valid positions.
+    head     : the classifier after pooling: "mlp" (Linear(d, d) -> GELU -> Linear(d, n_out)) or
+               "linear" (one Linear(d, n_out)); see spt.models.heads.
     input_embedding : token tasks only. "lm" (the paper): task symbols are written as the LM's own
                token ids and go through its input embedding (pretrained or random with the
                model); "fresh": a new embedding over the task vocabulary replaces it.
@@ -103,10 +105,12 @@ class LMConfig:
     revision: Optional[str] = None
     pooling: Pooling = "last"
     input_embedding: InputEmbedding = "lm"
+    head: Head = "mlp"
 
     def __post_init__(self):
         _check_choice("LMConfig", "init", self.init, LMInit.__args__)
         _check_choice("LMConfig", "pooling", self.pooling, Pooling.__args__)
+        _check_choice("LMConfig", "head", self.head, Head.__args__)
         _check_choice("LMConfig", "input_embedding", self.input_embedding,
                       InputEmbedding.__args__)
         if not self.source:
@@ -314,11 +318,11 @@ class LMClassifier(nn.Module):
               through `encoder` (a new embedding over the task vocabulary, or the linear projection
               of continuous values; the LM's ``embed_in`` is then dropped) -> (B, L', d)
     lm      : GPT-NeoX layers + final norm (causal attention, padding from `valid`) -> (B, L', d)
-    head    : pool over valid positions -> MLP -> (B, n_out)
+    head    : pool over valid positions -> `head` ("mlp" or "linear", spt.models.heads) -> (B, n_out)
     """
 
     def __init__(self, lm: nn.Module, spec: TaskSpec, pooling: str = "last",
-                 inputs: Optional[LMInputMap] = None):
+                 inputs: Optional[LMInputMap] = None, head: str = "mlp"):
         super().__init__()
         d = lm.config.hidden_size
         self.inputs, self.encoder = inputs, None
@@ -331,7 +335,7 @@ class LMClassifier(nn.Module):
         self.lm = lm
         n_out = 1 if spec.is_regression else spec.num_classes
         self.pair = spec.pair
-        self.head = (PairClassifierHead if spec.pair else ClassifierHead)(d, n_out, pooling)
+        self.head = (PairClassifierHead if spec.pair else ClassifierHead)(d, n_out, pooling, head)
 
     def embed(self, inputs: torch.Tensor, valid: Optional[torch.Tensor] = None,
               masked: Optional[torch.Tensor] = None):
@@ -367,4 +371,4 @@ def lm_classifier(cfg: LMConfig, spec: TaskSpec,
     inputs = None
     if spec.is_tokens and cfg.input_embedding == "lm":
         inputs = task_input_map(cfg, spec, lm.config.vocab_size, symbols)
-    return LMClassifier(lm, spec, cfg.pooling, inputs)
+    return LMClassifier(lm, spec, cfg.pooling, inputs, head=cfg.head)
