@@ -27,7 +27,7 @@ from typing import Optional
 import numpy as np
 
 from .cache import cached_arrays
-from .datasets import PIXEL_VOCAB, ArrayDataset, PixelTokenDataset
+from .datasets import PIXEL_VOCAB, pixel_splits
 from .errors import DataFormatError, DataMissingError
 from .fractions import split_indices
 from .task import Task, TaskSpec
@@ -131,12 +131,9 @@ def load_pathfinder(root, resolution: int = 32, difficulty: str = DIFFICULTY,
     if extra.get("skipped"):
         warnings.warn(f"pathfinder: skipped the known-empty release image(s) {extra['skipped']}")
     parts = split_indices(len(arrays["labels"]), (0.8, 0.1, 0.1), SPLIT_SEED)
-    if tokens:
-        ds = [PixelTokenDataset(arrays["pixels"], arrays["labels"], idx) for idx in parts]
-        kind = dict(vocab_size=PIXEL_VOCAB)
-    else:
-        ds = [ArrayDataset(arrays["pixels"], arrays["labels"], 127.5, 127.5, idx) for idx in parts]
-        kind = dict(d_input=1, levels=256)  # v = pixel / 127.5 - 1: CE pretraining predicts pixel
+    ds = pixel_splits(arrays["pixels"], arrays["labels"], parts, tokens, 127.5, 127.5)
+    # tokens: an id per intensity; else v = pixel / 127.5 - 1, and CE pretraining predicts pixels
+    kind = dict(vocab_size=PIXEL_VOCAB) if tokens else dict(d_input=1, levels=256)
     spec = TaskSpec(name=name, seq_len=resolution * resolution, num_classes=2, **kind,
                     mask_ratio=0.5, description=f"LRA Pathfinder {resolution}x{resolution} "
                     f"({data_dir.name}): are the two markers on one dashed contour? "
