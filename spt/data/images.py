@@ -27,7 +27,7 @@ import numpy as np
 from .cache import cached_arrays
 from .datasets import PIXEL_VOCAB, pixel_splits
 from .errors import DataFormatError, DataMissingError
-from .fractions import split_indices
+from .fractions import holdout_splits
 from .source_files import iter_parquet
 from .task import Task, TaskSpec
 
@@ -119,8 +119,7 @@ def _to_gray(rgb: np.ndarray) -> np.ndarray:
 def cifar_splits(n_train: int, n_test: int) -> list[np.ndarray]:
     """Rows of train / val / test, the official train file's rows first: val = a fixed-seed
     VAL_FRACTION of the official train, test = the official test file."""
-    train_idx, val_idx = split_indices(n_train, (1 - VAL_FRACTION, VAL_FRACTION), VAL_SEED)
-    return [train_idx, val_idx, np.arange(n_train, n_train + n_test)]
+    return holdout_splits(n_train, n_test, VAL_FRACTION, VAL_SEED)
 
 
 def load_cifar(root, rgb: bool, folder: Optional[Path] = None, tokens: bool = False) -> Task:

@@ -35,12 +35,18 @@ from .task import Task, TaskSpec
 RESOLUTIONS = {"pathfinder": 32, "pathx": 128, "pathx256": 256}
 DIFFICULTY = "curv_contour_length_14"
 KNOWN_EMPTY = {"pathfinder32/curv_baseline/imgs/0/sample_172.png"}
-SPLIT_SEED = 42
+SPLIT, SPLIT_SEED = (0.8, 0.1, 0.1), 42
 FORMAT_VERSION = 1
 
 
 def pathfinder_dir(root, resolution: int, difficulty: str = DIFFICULTY) -> Path:
     return Path(root) / "lra_release" / f"pathfinder{resolution}" / difficulty
+
+
+def pathfinder_splits(n_images: int) -> list[np.ndarray]:
+    """Rows of train / val / test among the images read (metadata order): the release has no
+    splits, so a fixed-seed shuffle cuts them 80/10/10 (SPLIT)."""
+    return split_indices(n_images, SPLIT, SPLIT_SEED)
 
 
 def _metadata_lines(data_dir: Path):
@@ -130,7 +136,7 @@ def load_pathfinder(root, resolution: int = 32, difficulty: str = DIFFICULTY,
                                   build)
     if extra.get("skipped"):
         warnings.warn(f"pathfinder: skipped the known-empty release image(s) {extra['skipped']}")
-    parts = split_indices(len(arrays["labels"]), (0.8, 0.1, 0.1), SPLIT_SEED)
+    parts = pathfinder_splits(len(arrays["labels"]))
     ds = pixel_splits(arrays["pixels"], arrays["labels"], parts, tokens, 127.5, 127.5)
     # tokens: an id per intensity; else v = pixel / 127.5 - 1, and CE pretraining predicts pixels
     kind = dict(vocab_size=PIXEL_VOCAB) if tokens else dict(d_input=1, levels=256)
