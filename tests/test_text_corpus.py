@@ -149,6 +149,8 @@ def test_token_table_follows_a_pythia_like_tokenizer():
                                  (2 + ord("X"),)]
     pix = task_symbols(TaskSpec("pathfinder", 1024, 2, vocab_size=N_SPECIAL + 256))
     assert pix[137] == b"137" and len(pix) == 256
+    image = task_symbols(TaskSpec("image", 1024, 10, vocab_size=N_SPECIAL + 256))  # tokens=True
+    assert image == pix
     assert task_symbols(SPEC)[listops.VOCAB["]"] - N_SPECIAL] == b"X"
 
 

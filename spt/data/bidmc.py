@@ -25,13 +25,13 @@ import torch
 from .cache import cached_arrays
 from .digits import TensorSequenceDataset
 from .errors import DataFormatError, DataMissingError
-from .fractions import split_indices
+from .fractions import holdout_splits
 from .task import Task, TaskSpec
 
 TARGETS = ("RR", "HR", "SpO2")
 BIDMC_DIR = Path("bidmc")
 SEQ_LEN = 4000
-VAL_SEED = 1234
+VAL_FRACTION, VAL_SEED = 1 / 7, 1234
 FORMAT_VERSION = 1
 
 
@@ -114,6 +114,12 @@ def _find(data_dir: Path, name: str, root) -> Path:
                            f"--root {root}`.")
 
 
+def bidmc_splits(n_train: int, n_test: int) -> list[np.ndarray]:
+    """Rows of train / val / test, the TRAIN file's rows first: val = a fixed-seed VAL_FRACTION
+    (1/7) of TRAIN, test = the TEST file."""
+    return holdout_splits(n_train, n_test, VAL_FRACTION, VAL_SEED)
+
+
 def load_bidmc(root, target: str = "HR", folder: Optional[Path] = None) -> Task:
     """BIDMC32 `target` in {RR, HR, SpO2}: inputs (4000, 2), labels scaled to [-1, 1]."""
     if target not in TARGETS:
@@ -135,11 +141,8 @@ def load_bidmc(root, target: str = "HR", folder: Optional[Path] = None) -> Task:
     x = torch.from_numpy(np.array(arrays["x"], dtype=np.float32))
     scaler = LabelScaler(extra["lo"], extra["hi"])
     y = torch.from_numpy(scaler(np.asarray(arrays["y"], np.float64)).astype(np.float32))
-    n_train = extra["n_train"]
-    train_idx, val_idx = split_indices(n_train, (6 / 7, 1 / 7), VAL_SEED)
-    test_idx = np.arange(n_train, len(y))
-    ds = [RegressionDataset(x[torch.from_numpy(i)], y[torch.from_numpy(i)], scaler)
-          for i in (train_idx, val_idx, test_idx)]
+    parts = bidmc_splits(extra["n_train"], len(y) - extra["n_train"])
+    ds = [RegressionDataset(x[torch.from_numpy(i)], y[torch.from_numpy(i)], scaler) for i in parts]
     spec = TaskSpec(name="bidmc", seq_len=x.shape[1], num_classes=None, d_input=x.shape[2],
                     mask_ratio=0.25, description=f"BIDMC32{target}: regress {target} from "
                     f"{x.shape[1]} steps of PPG + ECG; labels scaled to [-1, 1] on train")

@@ -10,6 +10,9 @@
   the pixels also go through a text LM's vocabulary (Pythia, study 05), and <mask> stands for a
   masked pixel as for text.
 
+:func:`pixel_splits` builds the splits of a pixel task (CIFAR Image, Pathfinder) either way, so the
+readers share one ``tokens`` switch.
+
 All carry an ``index`` into the cached rows (a split), expose ``labels`` (for stratified subsets)
 and ``select(positions)`` (a sub-split sharing the same arrays). They pickle their memory-mapped
 arrays as file references, so DataLoader workers started by "spawn" do not copy the data.
@@ -126,3 +129,17 @@ class PixelTokenDataset(_Rows):
 
     def select(self, positions) -> "PixelTokenDataset":
         return PixelTokenDataset(self.x, self._labels, self.index[np.asarray(positions, np.int64)])
+
+
+def pixel_splits(x: np.ndarray, labels: np.ndarray, parts, tokens: bool, shift=0.0,
+                 scale=1.0) -> list:
+    """One dataset per index array in `parts` over uint8 pixels x (N, L, C).
+
+    tokens=True  -> PixelTokenDataset (ids N_SPECIAL + intensity; needs C = 1);
+    tokens=False -> ArrayDataset with inputs (x - shift) / scale.
+    """
+    if tokens:
+        if x.shape[-1] != 1:
+            raise ValueError(f"pixel tokens need one channel (grayscale); got {x.shape[-1]}")
+        return [PixelTokenDataset(x, labels, idx) for idx in parts]
+    return [ArrayDataset(x, labels, shift, scale, idx) for idx in parts]

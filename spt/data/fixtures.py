@@ -245,15 +245,14 @@ def _write_cifar(out: Path, seed: int) -> dict:
 
 def _pathfinder_writer(resolution: int) -> Callable[[Path, int], dict]:
     def write(out: Path, seed: int) -> dict:
-        from .fractions import split_indices
-        from .pathfinder import SPLIT_SEED
+        from .pathfinder import pathfinder_splits
         from .pathfinder_generator import PathfinderKnobs, generate_pathfinder
 
         n, per_folder = PATHFINDER_IMAGES, 10
         rng = _rng(seed, f"pathfinder{resolution}")
         # labels wanted at each position: alternating within each part of the 80/10/10 cut
         want = np.zeros(n, np.int64)
-        for part in split_indices(n, (0.8, 0.1, 0.1), SPLIT_SEED):
+        for part in pathfinder_splits(n):
             want[part] = np.arange(len(part)) % 2
         pools: dict[int, list] = {0: [], 1: []}
         while any(len(pools[c]) < int((want == c).sum()) for c in (0, 1)):

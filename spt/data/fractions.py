@@ -73,3 +73,11 @@ def split_indices(n: int, fractions: tuple[float, ...], seed: int) -> list[np.nd
     sizes.insert(0, n - sum(sizes))
     bounds = np.cumsum([0] + sizes)
     return [np.sort(perm[bounds[i]:bounds[i + 1]]).astype(np.int64) for i in range(len(sizes))]
+
+
+def holdout_splits(n_train: int, n_test: int, val_fraction: float, seed: int) -> list[np.ndarray]:
+    """Train / val / test rows of data stored as the official train rows, then the official test
+    rows, for releases without a validation split: val = a fixed-seed `val_fraction` of the
+    official train (:func:`split_indices`), test = rows n_train .. n_train + n_test - 1."""
+    train_idx, val_idx = split_indices(n_train, (1 - val_fraction, val_fraction), seed)
+    return [train_idx, val_idx, np.arange(n_train, n_train + n_test)]

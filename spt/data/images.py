@@ -9,6 +9,12 @@ Items: inputs FloatTensor (1024, C) standardised with the per-channel mean / std
 official training images, C = 1 (``image``) or 3 (``scifar``); label () long, 10 classes.
 Splits: the official test set; a fixed-seed 10% of the official train held out as ``val``
 (45,000 / 5,000 / 10,000).
+
+``load_image(root, tokens=True)``: the grayscale intensities as tokens instead, inputs LongTensor
+(1024,) of ids ``N_SPECIAL + v`` (v in 0..255, vocabulary ``N_SPECIAL + 256``), the convention of
+the Pathfinder reader's ``tokens`` option (:func:`spt.data.datasets.pixel_splits`). LRA's Image
+task feeds pixels as tokens, and so does the authors' Pythia configuration
+(``pyth-lra-cifar.yaml``, ``tokenize: true``), which study 05 reproduces.
 """
 from __future__ import annotations
 
@@ -19,9 +25,9 @@ from typing import Optional
 import numpy as np
 
 from .cache import cached_arrays
-from .datasets import ArrayDataset
+from .datasets import PIXEL_VOCAB, pixel_splits
 from .errors import DataFormatError, DataMissingError
-from .fractions import split_indices
+from .fractions import holdout_splits
 from .source_files import iter_parquet
 from .task import Task, TaskSpec
 
@@ -110,29 +116,44 @@ def _to_gray(rgb: np.ndarray) -> np.ndarray:
     return Image.fromarray(rgb, "RGB").convert("L")
 
 
-def load_cifar(root, rgb: bool, folder: Optional[Path] = None) -> Task:
-    """CIFAR-10 pixel sequences (1024, 3) if `rgb` (sCIFAR) else (1024, 1) grayscale (Image)."""
+def cifar_splits(n_train: int, n_test: int) -> list[np.ndarray]:
+    """Rows of train / val / test, the official train file's rows first: val = a fixed-seed
+    VAL_FRACTION of the official train, test = the official test file."""
+    return holdout_splits(n_train, n_test, VAL_FRACTION, VAL_SEED)
+
+
+def load_cifar(root, rgb: bool, folder: Optional[Path] = None, tokens: bool = False) -> Task:
+    """CIFAR-10 pixel sequences (1024, 3) if `rgb` (sCIFAR) else (1024, 1) grayscale (Image).
+
+    tokens : grayscale only; inputs (1024,) long, ids N_SPECIAL + intensity (vocab PIXEL_VOCAB).
+    """
+    if rgb and tokens:
+        raise ValueError("tokens=True is for grayscale CIFAR-10 (task 'image'); sCIFAR's RGB "
+                         "pixels are standardised values")
     arrays, extra = _cifar_arrays(root, folder)
     key = "rgb" if rgb else "gray"
-    n_train, n_test = extra["counts"]["train"], extra["counts"]["test"]
-    train_idx, val_idx = split_indices(n_train, (1 - VAL_FRACTION, VAL_FRACTION), VAL_SEED)
+    parts = cifar_splits(extra["counts"]["train"], extra["counts"]["test"])
     mean = np.asarray(extra["stats"][key]["mean"]) * 255.0
     std = np.maximum(np.asarray(extra["stats"][key]["std"]) * 255.0, 1e-3)
-    ds = lambda idx: ArrayDataset(arrays[key], arrays["labels"], mean, std, idx)  # noqa: E731
+    ds = pixel_splits(arrays[key], arrays["labels"], parts, tokens, mean, std)
     if rgb:
         spec = TaskSpec(name="scifar", seq_len=SIDE * SIDE, num_classes=10, d_input=3,
                         mask_ratio=0.5, description="sCIFAR: CIFAR-10 as 1024 RGB pixels, "
                         "standardised per channel; val = fixed 10% of train")
+    elif tokens:
+        spec = TaskSpec(name="image", seq_len=SIDE * SIDE, num_classes=10, vocab_size=PIXEL_VOCAB,
+                        mask_ratio=0.5, description="LRA Image: CIFAR-10 as 1024 grayscale "
+                        "pixel tokens (an id per intensity); val = fixed 10% of train")
     else:
         spec = TaskSpec(name="image", seq_len=SIDE * SIDE, num_classes=10, d_input=1,
                         mask_ratio=0.5, description="LRA Image: CIFAR-10 as 1024 grayscale "
                         "pixels, standardised; val = fixed 10% of train")
-    return Task(spec, ds(train_idx), ds(val_idx), ds(np.arange(n_train, n_train + n_test)))
+    return Task(spec, *ds)
 
 
-def load_image(root, folder: Optional[Path] = None) -> Task:
-    """LRA Image: grayscale CIFAR-10, L = 1024, d_input = 1."""
-    return load_cifar(root, rgb=False, folder=folder)
+def load_image(root, tokens: bool = False, folder: Optional[Path] = None) -> Task:
+    """LRA Image: grayscale CIFAR-10, L = 1024; d_input = 1, or pixel tokens if `tokens`."""
+    return load_cifar(root, rgb=False, folder=folder, tokens=tokens)
 
 
 def load_scifar(root, folder: Optional[Path] = None) -> Task:

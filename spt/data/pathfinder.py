@@ -27,7 +27,7 @@ from typing import Optional
 import numpy as np
 
 from .cache import cached_arrays
-from .datasets import PIXEL_VOCAB, ArrayDataset, PixelTokenDataset
+from .datasets import PIXEL_VOCAB, pixel_splits
 from .errors import DataFormatError, DataMissingError
 from .fractions import split_indices
 from .task import Task, TaskSpec
@@ -35,12 +35,18 @@ from .task import Task, TaskSpec
 RESOLUTIONS = {"pathfinder": 32, "pathx": 128, "pathx256": 256}
 DIFFICULTY = "curv_contour_length_14"
 KNOWN_EMPTY = {"pathfinder32/curv_baseline/imgs/0/sample_172.png"}
-SPLIT_SEED = 42
+SPLIT, SPLIT_SEED = (0.8, 0.1, 0.1), 42
 FORMAT_VERSION = 1
 
 
 def pathfinder_dir(root, resolution: int, difficulty: str = DIFFICULTY) -> Path:
     return Path(root) / "lra_release" / f"pathfinder{resolution}" / difficulty
+
+
+def pathfinder_splits(n_images: int) -> list[np.ndarray]:
+    """Rows of train / val / test among the images read (metadata order): the release has no
+    splits, so a fixed-seed shuffle cuts them 80/10/10 (SPLIT)."""
+    return split_indices(n_images, SPLIT, SPLIT_SEED)
 
 
 def _metadata_lines(data_dir: Path):
@@ -130,13 +136,10 @@ def load_pathfinder(root, resolution: int = 32, difficulty: str = DIFFICULTY,
                                   build)
     if extra.get("skipped"):
         warnings.warn(f"pathfinder: skipped the known-empty release image(s) {extra['skipped']}")
-    parts = split_indices(len(arrays["labels"]), (0.8, 0.1, 0.1), SPLIT_SEED)
-    if tokens:
-        ds = [PixelTokenDataset(arrays["pixels"], arrays["labels"], idx) for idx in parts]
-        kind = dict(vocab_size=PIXEL_VOCAB)
-    else:
-        ds = [ArrayDataset(arrays["pixels"], arrays["labels"], 127.5, 127.5, idx) for idx in parts]
-        kind = dict(d_input=1, levels=256)  # v = pixel / 127.5 - 1: CE pretraining predicts pixel
+    parts = pathfinder_splits(len(arrays["labels"]))
+    ds = pixel_splits(arrays["pixels"], arrays["labels"], parts, tokens, 127.5, 127.5)
+    # tokens: an id per intensity; else v = pixel / 127.5 - 1, and CE pretraining predicts pixels
+    kind = dict(vocab_size=PIXEL_VOCAB) if tokens else dict(d_input=1, levels=256)
     spec = TaskSpec(name=name, seq_len=resolution * resolution, num_classes=2, **kind,
                     mask_ratio=0.5, description=f"LRA Pathfinder {resolution}x{resolution} "
                     f"({data_dir.name}): are the two markers on one dashed contour? "

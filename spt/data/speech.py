@@ -5,10 +5,26 @@ word holding 16-bit PCM mono 16 kHz WAV clips, ``_background_noise_/`` (not exam
 the official split lists ``validation_list.txt`` / ``testing_list.txt`` (paths ``word/file.wav``);
 every other clip is training data (84,843 / 9,981 / 11,005 clips).
 
-Items: inputs FloatTensor (16000, 1) = samples / 32768, clips shorter than one second zero-padded
-at the end (as S4); label () long, the index of the word in :data:`WORDS` (sorted). Clips are
-decoded once into an int16 cache. A clip that is not 16-bit mono 16 kHz PCM, a folder that is
-not one of the 35 words, or a split list naming a missing clip is an error naming the file.
+Items: inputs FloatTensor (16000, 1), label () long, the index of the word in :data:`WORDS`
+(sorted). A clip shorter than one second is zero-padded at the end, then the waveform in [-1, 1]
+(samples / 32768) is standardised with statistics of the training clips only:
+``x -> (x - mean) / (std + 1e-5)``, the same for train, val and test.
+
+Why, and which statistics: the paper's numbers come from the authors' loader
+(IdoAmos/not-from-scratch, ``src/dataloaders/datasets/sc.py``, forked from state-spaces/s4), whose
+35-class raw-waveform path (``_process_all``, then ``normalize_all_data``) standardises the
+padded training tensor of shape (clips, 1, 16000) channel by channel along its *last* axis, i.e.
+each of the 16,000 time positions with the mean and (unbiased) std over the training clips at that
+position, and applies the same per-position statistics to val and test. That is the default here,
+``standardise="position"``. ``standardise="global"`` uses one mean and std over every training
+sample instead: what the same function does per channel when it is handed channels last (its MFCC
+path transposes first), which for one audio channel is a single pair.
+
+Clips are decoded once into an int16 cache; the statistics are computed in the same build over the
+training rows only, in chunks of clips (exact integer sums), and stored beside the audio (the
+per-position arrays) and in the cache's extra metadata (the global pair). A clip that is not
+16-bit mono 16 kHz PCM, a folder that is not one of the 35 words, or a split list naming a missing
+clip is an error naming the file.
 """
 from __future__ import annotations
 
@@ -31,7 +47,10 @@ WORDS = ("backward", "bed", "bird", "cat", "dog", "down", "eight", "five", "foll
 SAMPLE_RATE = 16000
 SPEECH_DIR = Path("speech_commands")
 IGNORED = {"_background_noise_"}
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+STANDARDISE = ("position", "global")
+EPS = 1e-5           # the authors' (x - mean) / (std + 1e-5)
+FULL_SCALE = 32768.0  # int16 -> [-1, 1]
 
 
 def read_wav(path: Path, max_len: int = SAMPLE_RATE) -> np.ndarray:
@@ -53,6 +72,32 @@ def read_wav(path: Path, max_len: int = SAMPLE_RATE) -> np.ndarray:
     return np.frombuffer(data, dtype="<i2")
 
 
+def waveform_stats(x: np.ndarray, n_train: int, chunk: int = 256) -> dict:
+    """Mean and unbiased std of the first `n_train` clips of int16 x (N, L, 1), in [-1, 1] units.
+
+    returns {"position_mean", "position_std": (L,) float64 over the clips at each position;
+             "mean", "std": floats over all their samples; "n_clips": n_train}.
+    Sums are exact int64, accumulated `chunk` clips at a time (tens of MB for any cache size).
+    Fewer than two clips give std 0 (the statistic is undefined; inputs stay finite).
+    """
+    length = x.shape[1]
+    s1, s2 = np.zeros(length, np.int64), np.zeros(length, np.int64)
+    for i in range(0, n_train, chunk):
+        part = np.asarray(x[i:min(i + chunk, n_train), :, 0], dtype=np.int64)
+        s1 += part.sum(0)
+        s2 += (part * part).sum(0)
+
+    def moments(total1, total2, n):
+        mean = total1 / max(n, 1)
+        var = (total2 - total1 * mean) / max(n - 1, 1)
+        return mean / FULL_SCALE, np.sqrt(np.maximum(var, 0.0)) / FULL_SCALE
+
+    pos_mean, pos_std = moments(s1.astype(np.float64), s2.astype(np.float64), n_train)
+    mean, std = moments(float(s1.sum()), float(s2.sum()), n_train * length)
+    return {"position_mean": pos_mean, "position_std": pos_std, "mean": float(mean),
+            "std": float(std), "n_clips": n_train}
+
+
 def _read_list(path: Path, data_dir: Path) -> set[str]:
     if not path.is_file():
         raise DataMissingError(f"{path} not found (the official split list); is {data_dir} an "
@@ -69,8 +114,14 @@ def _read_list(path: Path, data_dir: Path) -> set[str]:
     return entries
 
 
-def load_speech(root, folder: Optional[Path] = None) -> Task:
-    """Speech Commands v0.02, official splits; inputs (16000, 1) float, 35 classes."""
+def load_speech(root, folder: Optional[Path] = None, standardise: str = "position") -> Task:
+    """Speech Commands v0.02, official splits; inputs (16000, 1) float, 35 classes.
+
+    standardise : "position" (the authors' code: each time position with the training clips'
+                  mean / std there) or "global" (one mean / std over all training samples).
+    """
+    if standardise not in STANDARDISE:
+        raise ValueError(f"standardise must be one of {STANDARDISE}, got {standardise!r}")
     data_dir = Path(folder) if folder is not None else Path(root) / SPEECH_DIR
     if not data_dir.is_dir():
         raise DataMissingError(f"Speech Commands folder {data_dir} not found. Run `spt data "
@@ -102,12 +153,22 @@ def load_speech(root, folder: Optional[Path] = None) -> Task:
             x[i, :len(s), 0] = s
             x[i, len(s):, 0] = 0
         w.put("labels", np.asarray([y for _, y in order], np.int64))
-        return {"counts": {k: len(v) for k, v in clips.items()}}
+        stats = waveform_stats(x, len(clips["train"]))
+        w.put("position_mean", stats.pop("position_mean"))
+        w.put("position_std", stats.pop("position_std"))
+        return {"counts": {k: len(v) for k, v in clips.items()}, "stats": stats}
 
     arrays, extra = cached_arrays(data_dir, "speech", FORMAT_VERSION, sources, build)
     c = extra["counts"]
     bounds = np.cumsum([0, c["train"], c["val"], c["test"]])
-    ds = [ArrayDataset(arrays["audio"], arrays["labels"], 0.0, 32768.0,
+    if standardise == "position":
+        mean = np.asarray(arrays["position_mean"])[:, None]
+        std = np.asarray(arrays["position_std"])[:, None]
+    else:
+        mean, std = extra["stats"]["mean"], extra["stats"]["std"]
+    # (s / 32768 - mean) / (std + eps) on int16 samples s, as ArrayDataset's (s - shift) / scale
+    shift, scale = FULL_SCALE * mean, FULL_SCALE * (std + EPS)
+    ds = [ArrayDataset(arrays["audio"], arrays["labels"], shift, scale,
                        np.arange(bounds[i], bounds[i + 1])) for i in range(3)]
     spec = TaskSpec(name="speech", seq_len=SAMPLE_RATE, num_classes=len(WORDS), d_input=1,
                     mask_ratio=0.25, description="Speech Commands v0.02: 1 s raw 16 kHz waveforms "

@@ -28,7 +28,7 @@ import numpy as np
 from .cache import cached_arrays
 from .datasets import RaggedTokenDataset
 from .errors import DataFormatError, DataMissingError
-from .fractions import split_indices
+from .fractions import holdout_splits
 from .pairs import PairDataset
 from .source_files import iter_parquet
 from .task import N_SPECIAL, Task, TaskSpec
@@ -66,6 +66,12 @@ def _parquet_files(folder: Path, split: str, root) -> list[Path]:
     return files
 
 
+def imdb_splits(n_train: int, n_test: int) -> list[np.ndarray]:
+    """Rows of train / val / test, the official train file's rows first: val = a fixed-seed
+    VAL_FRACTION of the official train (IMDb has no validation split), test = the test file."""
+    return holdout_splits(n_train, n_test, VAL_FRACTION, VAL_SEED)
+
+
 def load_text(root, seq_len: int = TEXT_SEQ_LEN, folder: Optional[Path] = None) -> Task:
     """LRA Text: IMDb reviews as byte sequences (L <= seq_len), binary sentiment."""
     data_dir = Path(folder) if folder is not None else Path(root) / IMDB_DIR
@@ -93,14 +99,13 @@ def load_text(root, seq_len: int = TEXT_SEQ_LEN, folder: Optional[Path] = None) 
 
     arrays, extra = cached_arrays(data_dir, f"imdb-L{seq_len}", FORMAT_VERSION,
                                   [p for ps in files.values() for p in ps], build)
-    n_train, n_test = extra["counts"]["train"], extra["counts"]["test"]
-    train_idx, val_idx = split_indices(n_train, (1 - VAL_FRACTION, VAL_FRACTION), VAL_SEED)
-    ds = lambda idx: RaggedTokenDataset(arrays["tokens"], arrays["tokens.offsets"],  # noqa: E731
-                                        arrays["labels"], idx)
+    parts = imdb_splits(extra["counts"]["train"], extra["counts"]["test"])
+    ds = [RaggedTokenDataset(arrays["tokens"], arrays["tokens.offsets"], arrays["labels"], idx)
+          for idx in parts]
     spec = TaskSpec(name="text", seq_len=seq_len, num_classes=2, vocab_size=VOCAB_SIZE,
                     mask_ratio=0.15, description="LRA Text: IMDb movie reviews as UTF-8 byte "
                     f"sequences (<= {seq_len}), binary sentiment; val = fixed 10% of train")
-    return Task(spec, ds(train_idx), ds(val_idx), ds(np.arange(n_train, n_train + n_test)))
+    return Task(spec, *ds)
 
 
 def _read_aan(path: Path):

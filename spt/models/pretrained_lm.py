@@ -203,7 +203,8 @@ def task_symbols(spec: TaskSpec) -> tuple[bytes, ...]:
 
     text, retrieval        : id 4 + b is the byte b.
     listops                : spt.data.listops.SYMBOLS, "]" written "X" (the authors' ListOps text).
-    pathfinder*, pathx*, digits* (pixel tokens) : id 4 + v is the decimal string of intensity v.
+    image, pathfinder*, pathx*, digits* (pixel tokens) : id 4 + v is the decimal string of
+                           intensity v (the authors' tokenized Image, pyth-lra-cifar.yaml).
     Other token tasks raise ValueError (pass `symbols` to :func:`lm_classifier`, or use
     input_embedding="fresh").
     """
@@ -212,7 +213,7 @@ def task_symbols(spec: TaskSpec) -> tuple[bytes, ...]:
         out = tuple(bytes([b]) for b in range(256))
     elif name == "listops":
         out = tuple(LISTOPS_TEXT.get(s, s).encode() for s in listops.SYMBOLS)
-    elif name.startswith(("pathfinder", "pathx", "digits")):
+    elif name == "image" or name.startswith(("pathfinder", "pathx", "digits")):
         out = tuple(str(v).encode() for v in range(n))
     else:
         raise ValueError(f"task {name!r}: no text form of its tokens is known, so they cannot be "

@@ -59,3 +59,45 @@ def test_wrong_size_and_missing(tmp_path):
             {"img": [{"bytes": png_bytes(small), "path": "s.png"}], "label": [0]})
     with pytest.raises(DataFormatError, match="record 0: image is 16x16, expected 32x32"):
         load_image(tmp_path)
+
+
+def test_image_pixel_tokens_are_gray_intensities_of_the_decoded_png(tmp_path):
+    """tokens=True (study 05, the authors' `tokenize: true`): id = N_SPECIAL + grayscale intensity,
+    the Pathfinder reader's convention; same splits as the standardised Image task."""
+    import io
+
+    from spt.data.task import N_SPECIAL
+    from spt.data.tasks import load_task
+
+    cifar_hub(tmp_path, n_train=20, n_test=10)
+    task = load_task("image", tmp_path, tokens=True)
+    s = task.spec
+    assert (s.name, s.seq_len, s.vocab_size, s.d_input, s.num_classes) == (
+        "image", 1024, N_SPECIAL + 256, None, 10)
+    assert s.is_tokens and s.pretrain_loss == "ce"
+
+    def gray(img):  # through the PNG bytes the parquet holds, decoded by PIL as the reader does
+        with Image.open(io.BytesIO(png_bytes(img))) as im:
+            return np.asarray(im.convert("L"), np.int64).reshape(-1)
+
+    train_imgs, test_imgs = cifar_images(20, seed=0), cifar_images(10, seed=1)
+    for i in range(len(task.test)):
+        x = task.test[i]["inputs"]
+        assert x.dtype == torch.long and x.shape == (1024,)
+        np.testing.assert_array_equal(x.numpy(), N_SPECIAL + gray(test_imgs[i]))
+        assert int(task.test[i]["label"]) == i % 10
+    plain = load_image(tmp_path)
+    for split, same in ((task.train, plain.train), (task.val, plain.val)):
+        np.testing.assert_array_equal(split.index, same.index)
+        for i, row in enumerate(split.index):
+            np.testing.assert_array_equal(split[i]["inputs"].numpy(),
+                                          N_SPECIAL + gray(train_imgs[row]))
+    assert len(load_task("image", tmp_path, fraction=0.5, tokens=True).train) == 9
+
+
+def test_rgb_pixel_tokens_are_refused(tmp_path):
+    from spt.data.images import load_cifar
+
+    cifar_hub(tmp_path)
+    with pytest.raises(ValueError, match="tokens=True is for grayscale CIFAR-10"):
+        load_cifar(tmp_path, rgb=True, tokens=True)
