@@ -26,6 +26,7 @@ AttentionBackend = Literal["auto", "flash", "sdpa", "manual"]
 ObjectiveKind = Literal["masked", "causal"]
 LossKind = Literal["ce", "l1"]
 Schedule = Literal["cosine", "constant", "rsqrt"]
+WdGroups = Literal["matrices", "all"]
 
 
 def _check_choice(cls: str, name: str, value, choices) -> None:
@@ -132,6 +133,13 @@ class TrainConfig:
                     The objective must report the metric on validation (denoising reports
                     accuracy for CE, r2 for L1), else fit() stops with an error naming what it
                     reports. The history's attrs["select"] records the metric used.
+    weight_decay  : AdamW's decoupled weight decay of the parameters `wd_groups` names.
+    wd_groups     : which parameters without an optimiser hint get weight_decay (a hint,
+                    ``p._optim = {"weight_decay": ...}``, always wins): "matrices": those with
+                    ndim >= 2 (weights, embedding tables), not biases and norm scales (the usual
+                    Transformer rule); "all": every one, biases and norm scales too, as the
+                    authors' train.py does (every parameter without an ``_optim`` hint goes into
+                    AdamW with the config's weight decay).
     warmup_steps  : linear warmup from lr / warmup_steps to lr; then `schedule` (below).
     schedule      : "cosine": to 0 at the last step of min(epochs * steps_per_epoch, max_steps);
                     "constant": lr after warmup; "rsqrt": lr * sqrt(warmup_steps / (step + 1))
@@ -185,6 +193,7 @@ class TrainConfig:
     lr: float = 1e-3
     batch_size: int = 32
     weight_decay: float = 0.0
+    wd_groups: WdGroups = "matrices"
     epochs: int = 20
     max_steps: Optional[int] = None
     max_time: Optional[float] = None
@@ -217,6 +226,7 @@ class TrainConfig:
         _check_positive(c, "warmup_steps", self.warmup_steps, allow_zero=True)
         _check_positive(c, "seed", self.seed, allow_zero=True)  # masks are drawn from (seed, epoch, index)
         _check_choice(c, "schedule", self.schedule, Schedule.__args__)
+        _check_choice(c, "wd_groups", self.wd_groups, WdGroups.__args__)
         if self.schedule == "rsqrt" and self.warmup_steps < 1:
             raise ValueError(f"{c}.schedule='rsqrt' decays on the time scale of warmup_steps: set "
                              f"warmup_steps >= 1 (got {self.warmup_steps})")
@@ -237,7 +247,7 @@ class TrainConfig:
 
 # TrainConfig fields added after checkpoints and result files were first written, with the
 # value those files ran with: a stored config without the field is read as holding it.
-LATER_TRAIN_FIELDS = {"eval_every": 1}
+LATER_TRAIN_FIELDS = {"eval_every": 1, "wd_groups": "matrices"}
 
 
 def replace(cfg, **changes):

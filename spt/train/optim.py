@@ -1,9 +1,11 @@
 """AdamW with per-parameter hints, and the learning-rate schedules (:func:`lr_factor`).
 
 A parameter may carry optimiser hints as an attribute, e.g. ``p._optim = {"lr": 1e-3,
-"weight_decay": 0.0}`` (the SSM layers use this for their state-space parameters). Without hints,
-matrices (ndim >= 2) get ``TrainConfig.weight_decay`` and vectors (biases, norm scales) get none.
-Embedding tables are matrices and are decayed like the others unless they carry a hint.
+"weight_decay": 0.0}`` (the SSM layers use this for their state-space parameters); a hint wins
+for the keys it names. Without a weight-decay hint, ``TrainConfig.wd_groups`` decides:
+"matrices": matrices (ndim >= 2) get ``TrainConfig.weight_decay`` and vectors (biases, norm
+scales) get none; embedding tables are matrices and are decayed like the others. "all": every
+parameter gets ``TrainConfig.weight_decay`` (the authors' code).
 """
 from __future__ import annotations
 
@@ -22,7 +24,8 @@ def param_groups(model: torch.nn.Module, cfg: TrainConfig) -> list[dict]:
             continue
         hint = dict(getattr(p, "_optim", {}))
         lr = hint.pop("lr", cfg.lr)
-        wd = hint.pop("weight_decay", cfg.weight_decay if p.ndim >= 2 else 0.0)
+        decayed = cfg.wd_groups == "all" or p.ndim >= 2
+        wd = hint.pop("weight_decay", cfg.weight_decay if decayed else 0.0)
         if hint:
             raise ValueError(f"parameter {name!r} has unknown optimiser hints {sorted(hint)}; "
                              f"only 'lr' and 'weight_decay' are understood")
