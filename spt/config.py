@@ -140,11 +140,21 @@ class TrainConfig:
                     Transformer rule); "all": every one, biases and norm scales too, as the
                     authors' train.py does (every parameter without an ``_optim`` hint goes into
                     AdamW with the config's weight decay).
-    warmup_steps  : linear warmup from lr / warmup_steps to lr; then `schedule` (below).
-    schedule      : "cosine": to 0 at the last step of min(epochs * steps_per_epoch, max_steps);
+    warmup_steps  : linear warmup, lr * (step + 1) / warmup_steps at optimiser step `step`
+                    (0-based), from lr / warmup_steps to lr; then `schedule` (below).
+    schedule      : "cosine": to 0 at the last step of min(epochs * steps_per_epoch, max_steps),
+                    or over schedule_steps (below);
                     "constant": lr after warmup; "rsqrt": lr * sqrt(warmup_steps / (step + 1))
                     after warmup (needs warmup_steps >= 1; keeps annealing without knowing where
                     the run ends).
+    schedule_steps : the cosine's length in optimiser steps (schedule="cosine" only). None: the
+                    run's step cap, as above (lr 0 from the cap on). A number S: after the warmup,
+                    lr * 0.5 * (1 + cos(pi * (step - warmup_steps) / max(1, S - warmup_steps))),
+                    the lr lambda of transformers' get_cosine_schedule_with_warmup (num_cycles
+                    0.5), which the authors' configs use with a fixed step count (e.g. 50,000 for
+                    S4 on Text) whatever the run's length: 0 at step S and, since the cosine is
+                    periodic, rising again after S. The warmup stays spt's, (step + 1) /
+                    warmup_steps, where transformers' is step / warmup_steps (lr 0 at step 0).
     accum_steps   : gradient accumulation; the optimiser sees batch_size * accum_steps examples.
     ckpt_every    : also write the resumable checkpoint every this many optimiser steps
                     (it is always written at each validation).
@@ -202,6 +212,7 @@ class TrainConfig:
     select: Optional[str] = None
     warmup_steps: int = 0
     schedule: Schedule = "cosine"
+    schedule_steps: Optional[int] = None
     grad_clip: Optional[float] = 1.0
     accum_steps: int = 1
     eval_batch_size: Optional[int] = None
@@ -227,6 +238,15 @@ class TrainConfig:
         _check_positive(c, "seed", self.seed, allow_zero=True)  # masks are drawn from (seed, epoch, index)
         _check_choice(c, "schedule", self.schedule, Schedule.__args__)
         _check_choice(c, "wd_groups", self.wd_groups, WdGroups.__args__)
+        if self.schedule_steps is not None:
+            if not isinstance(self.schedule_steps, int) or isinstance(self.schedule_steps, bool):
+                raise ValueError(f"{c}.schedule_steps must be a whole number of optimiser steps, "
+                                 f"got {self.schedule_steps!r}")
+            _check_positive(c, "schedule_steps", self.schedule_steps)
+            if self.schedule != "cosine":
+                raise ValueError(f"{c}.schedule_steps sets the length of the cosine schedule; it "
+                                 f"means nothing with schedule={self.schedule!r}: use "
+                                 f"schedule='cosine' or schedule_steps=None")
         if self.schedule == "rsqrt" and self.warmup_steps < 1:
             raise ValueError(f"{c}.schedule='rsqrt' decays on the time scale of warmup_steps: set "
                              f"warmup_steps >= 1 (got {self.warmup_steps})")
@@ -247,7 +267,7 @@ class TrainConfig:
 
 # TrainConfig fields added after checkpoints and result files were first written, with the
 # value those files ran with: a stored config without the field is read as holding it.
-LATER_TRAIN_FIELDS = {"eval_every": 1, "wd_groups": "matrices"}
+LATER_TRAIN_FIELDS = {"eval_every": 1, "wd_groups": "matrices", "schedule_steps": None}
 
 
 def replace(cfg, **changes):

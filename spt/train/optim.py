@@ -10,6 +10,7 @@ parameter gets ``TrainConfig.weight_decay`` (the authors' code).
 from __future__ import annotations
 
 import math
+from typing import Optional
 
 import torch
 
@@ -42,11 +43,17 @@ def build_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Ada
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=tuple(cfg.betas))
 
 
-def lr_factor(step: int, total: int, warmup: int, schedule: str) -> float:
+def lr_factor(step: int, total: int, warmup: int, schedule: str,
+              schedule_steps: Optional[int] = None) -> float:
     """Multiplier of each group's base lr at optimiser step `step` (0-based).
 
-    Linear warmup over `warmup` steps, then
-      "cosine"   : 1 -> 0 over the remaining total - warmup steps (0 from step `total` on);
+    Linear warmup over `warmup` steps, (step + 1) / warmup, then
+      "cosine"   : schedule_steps None: 1 -> 0 over the remaining total - warmup steps (0 from
+                   step `total` on). schedule_steps S: transformers'
+                   get_cosine_schedule_with_warmup (num_cycles 0.5) after the warmup,
+                   0.5 * (1 + cos(pi * (step - warmup) / max(1, S - warmup))), whatever `total`:
+                   0 at step S, rising again beyond it (the cosine is periodic). Only the warmup
+                   differs from transformers', whose factor is step / warmup (0 at step 0);
       "constant" : 1;
       "rsqrt"    : sqrt(warmup / (step + 1)), continuous with the warmup's end and independent of
                    `total`, so a run cut short (TrainConfig.max_time) is still annealing.
@@ -57,12 +64,17 @@ def lr_factor(step: int, total: int, warmup: int, schedule: str) -> float:
         return 1.0
     if schedule == "rsqrt":
         return math.sqrt(warmup / (step + 1))
+    if schedule_steps is not None:
+        progress = (step - warmup) / max(1, schedule_steps - warmup)
+        return max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))
     progress = min(1.0, (step - warmup) / max(1, total - warmup))
     return 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
 def build_scheduler(opt: torch.optim.Optimizer, cfg: TrainConfig, total_steps: int):
     """LambdaLR of :func:`lr_factor`; total_steps: the steps the run takes unless its time budget
-    cuts it (min(epochs * steps_per_epoch, max_steps))."""
+    cuts it (min(epochs * steps_per_epoch, max_steps)); TrainConfig.schedule_steps, when set,
+    replaces it as the cosine's length."""
     return torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: lr_factor(s, total_steps, cfg.warmup_steps, cfg.schedule))
+        opt, lambda s: lr_factor(s, total_steps, cfg.warmup_steps, cfg.schedule,
+                                 cfg.schedule_steps))
