@@ -25,7 +25,7 @@ Pooling = Literal["mean", "max", "last"]
 AttentionBackend = Literal["auto", "flash", "sdpa", "manual"]
 ObjectiveKind = Literal["masked", "causal"]
 LossKind = Literal["ce", "l1"]
-Schedule = Literal["cosine", "constant", "rsqrt"]
+Schedule = Literal["cosine", "constant", "rsqrt", "plateau"]
 WdGroups = Literal["matrices", "all"]
 
 
@@ -146,7 +146,8 @@ class TrainConfig:
                     or over schedule_steps (below);
                     "constant": lr after warmup; "rsqrt": lr * sqrt(warmup_steps / (step + 1))
                     after warmup (needs warmup_steps >= 1; keeps annealing without knowing where
-                    the run ends).
+                    the run ends); "plateau": lr after warmup, multiplied by plateau_factor each
+                    time validation stops improving (below).
     schedule_steps : the cosine's length in optimiser steps (schedule="cosine" only). None: the
                     run's step cap, as above (lr 0 from the cap on). A number S: after the warmup,
                     lr * 0.5 * (1 + cos(pi * (step - warmup_steps) / max(1, S - warmup_steps))),
@@ -155,6 +156,22 @@ class TrainConfig:
                     S4 on Text) whatever the run's length: 0 at step S and, since the cosine is
                     periodic, rising again after S. The warmup stays spt's, (step + 1) /
                     warmup_steps, where transformers' is step / warmup_steps (lr 0 at step 0).
+    plateau_patience, plateau_factor : schedule="plateau": torch's ReduceLROnPlateau as
+                    PyTorch Lightning drives it once per validation epoch (the authors' code and
+                    state-spaces/s4's LRA configs: factor 0.2, min_lr 0, threshold 1e-4 in torch's
+                    "rel" mode, no cooldown). After every full validation (not the partial epoch
+                    of a run stopped by max_time) the selection metric (`select`, above, with its
+                    direction) is compared with the best so far: better means > best * (1 + 1e-4)
+                    for accuracy and r2, < best * (1 - 1e-4) for loss. A validation that is not
+                    better counts one; when the count exceeds plateau_patience the lr is multiplied
+                    by plateau_factor and the count restarts. The warmup still applies (lr x
+                    warmup factor x plateau scale); a reduced lr is used from the next optimiser
+                    step on, and the history's lr column shows it. The count is in validations:
+                    with eval_every=k, one validation covers k epochs. Torch also skips a
+                    reduction that would change an lr by less than 1e-8; spt has no such floor
+                    (a difference only for lrs below ~1.25e-8). The state (best, count, scale)
+                    is saved in last.pt, so a resumed run reduces the lr where an uninterrupted
+                    one does.
     accum_steps   : gradient accumulation; the optimiser sees batch_size * accum_steps examples.
     ckpt_every    : also write the resumable checkpoint every this many optimiser steps
                     (it is always written at each validation).
@@ -213,6 +230,8 @@ class TrainConfig:
     warmup_steps: int = 0
     schedule: Schedule = "cosine"
     schedule_steps: Optional[int] = None
+    plateau_patience: int = 10
+    plateau_factor: float = 0.2
     grad_clip: Optional[float] = 1.0
     accum_steps: int = 1
     eval_batch_size: Optional[int] = None
@@ -247,6 +266,13 @@ class TrainConfig:
                 raise ValueError(f"{c}.schedule_steps sets the length of the cosine schedule; it "
                                  f"means nothing with schedule={self.schedule!r}: use "
                                  f"schedule='cosine' or schedule_steps=None")
+        if not isinstance(self.plateau_patience, int) or isinstance(self.plateau_patience, bool):
+            raise ValueError(f"{c}.plateau_patience must be a whole number of validations, got "
+                             f"{self.plateau_patience!r}")
+        _check_positive(c, "plateau_patience", self.plateau_patience, allow_zero=True)
+        if not 0.0 < self.plateau_factor < 1.0:
+            raise ValueError(f"{c}.plateau_factor multiplies the lr when validation stops "
+                             f"improving: it must be in (0, 1), got {self.plateau_factor!r}")
         if self.schedule == "rsqrt" and self.warmup_steps < 1:
             raise ValueError(f"{c}.schedule='rsqrt' decays on the time scale of warmup_steps: set "
                              f"warmup_steps >= 1 (got {self.warmup_steps})")
@@ -267,7 +293,8 @@ class TrainConfig:
 
 # TrainConfig fields added after checkpoints and result files were first written, with the
 # value those files ran with: a stored config without the field is read as holding it.
-LATER_TRAIN_FIELDS = {"eval_every": 1, "wd_groups": "matrices", "schedule_steps": None}
+LATER_TRAIN_FIELDS = {"eval_every": 1, "wd_groups": "matrices", "schedule_steps": None,
+                      "plateau_patience": 10, "plateau_factor": 0.2}
 
 
 def replace(cfg, **changes):

@@ -1,6 +1,13 @@
-"""Learning-rate schedules and optimiser groups of the engine: a cosine of a fixed length
-(TrainConfig.schedule_steps) checked against transformers' own, and weight decay on every
-parameter (TrainConfig.wd_groups)."""
+"""Learning-rate schedules and optimiser groups of the engine: the lr reduced when validation
+stops improving (schedule="plateau", checked against torch's ReduceLROnPlateau, resumed exactly),
+a cosine of a fixed length (TrainConfig.schedule_steps) checked against transformers' own, and
+weight decay on every parameter (TrainConfig.wd_groups).
+
+Validation metrics are scripted as a function of the optimiser step (the last step taken when
+validation runs), so the plateau's decisions are known in advance and the same in a killed and
+resumed run as in an uninterrupted one.
+"""
+import math
 import random
 
 import numpy as np
@@ -8,11 +15,19 @@ import pytest
 import torch
 import torch.nn as nn
 
+import spt.train.engine as engine
 from spt.config import ObjectiveConfig, TrainConfig, TransformerConfig
 from spt.data import digits_task
 from spt.models import classifier_model
 from spt.train import pretrain
-from spt.train.optim import build_optimizer, build_scheduler, lr_factor, param_groups
+from spt.train.optim import (
+    build_optimizer,
+    build_scheduler,
+    lr_factor,
+    param_groups,
+    plateau_state,
+    plateau_update,
+)
 
 MODEL = TransformerConfig(d_model=16, n_layers=1, n_heads=2, d_ff=32, dropout=0.1, max_len=64)
 OBJ = ObjectiveConfig("masked", 0.5, "l1")
@@ -26,6 +41,199 @@ def task():
 
 def cfg(**kw):
     return TrainConfig(**{**dict(lr=3e-3, batch_size=16, epochs=2, progress=False, seed=0), **kw})
+
+
+# ------------------------------------------------------------------ plateau
+def torch_plateau(values, higher_is_better: bool, patience: int, factor: float) -> list[float]:
+    """The lr scale after each value, by torch's own ReduceLROnPlateau (the engine's settings:
+    threshold 1e-4 'rel', no cooldown, min_lr 0; eps 0: spt has no floor on reductions)."""
+    opt = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=1.0)
+    sched = torch.optim.lr_scheduler.ReduceLROnPlateau(
+        opt, mode="max" if higher_is_better else "min", factor=factor, patience=patience,
+        threshold=1e-4, threshold_mode="rel", cooldown=0, min_lr=0.0, eps=0.0)
+    scales = []
+    for v in values:
+        sched.step(v)
+        scales.append(opt.param_groups[0]["lr"])
+    return scales
+
+
+def metric_sequence(rng: np.random.Generator, n: int) -> list[float]:
+    """Values with runs of repeats, changes inside the 1e-4 threshold, signs of both kinds, a NaN."""
+    v, out = rng.normal(), []
+    for _ in range(n):
+        move = rng.choice(["same", "tiny", "up", "down"])
+        v = {"same": v, "tiny": v * (1 + rng.choice([-1, 1]) * 5e-5), "up": v + abs(rng.normal()),
+             "down": v - abs(rng.normal())}[move]
+        out.append(float(v))
+    out[n // 2] = math.nan
+    return out
+
+
+@pytest.mark.parametrize("higher", [True, False])
+@pytest.mark.parametrize("patience,factor", [(0, 0.2), (1, 0.5), (3, 0.2)])
+def test_plateau_update_is_torchs_reduce_lr_on_plateau(higher, patience, factor):
+    c = cfg(schedule="plateau", plateau_patience=patience, plateau_factor=factor)
+    rng = np.random.default_rng(patience * 10 + int(higher))
+    for _ in range(20):
+        values = metric_sequence(rng, 30)
+        state, ours = plateau_state(higher), []
+        for v in values:
+            plateau_update(state, v, higher, c)
+            ours.append(state["scale"])
+        np.testing.assert_allclose(ours, torch_plateau(values, higher, patience, factor),
+                                   rtol=1e-12)
+
+
+class Scripted:
+    """Validation metric `name` = script(step), step: the last optimiser step taken; kills the run
+    (KeyboardInterrupt) after step `kill_at`. Pass .on_step to fit and .evaluate to monkeypatch."""
+
+    def __init__(self, task, name, script, kill_at=None):
+        self.task, self.name, self.script, self.kill_at, self.step = task, name, script, kill_at, 0
+        self.real = engine.evaluate
+
+    def on_step(self, step: int) -> None:
+        self.step = step
+        if step == self.kill_at:
+            raise KeyboardInterrupt("simulated kill")
+
+    def evaluate(self, model, objective, dataset, *a, **kw):
+        m = self.real(model, objective, dataset, *a, **kw)
+        if dataset is self.task.val:
+            m[self.name] = self.script(self.step)
+        return m
+
+
+def lrs_of_steps(monkeypatch) -> list:
+    """The lr each optimiser step of the next fit() runs with (read by a step pre-hook)."""
+    seen, real = [], engine.build_optimizer
+
+    def spy(model, c):
+        opt = real(model, c)
+        opt.register_step_pre_hook(lambda o, args, kw: seen.append(o.param_groups[0]["lr"]))
+        return opt
+
+    monkeypatch.setattr(engine, "build_optimizer", spy)
+    return seen
+
+
+@pytest.mark.parametrize("select,higher", [(None, False), ("r2", True)])
+def test_plateau_reduces_the_lr_from_the_next_step_after_the_warmup_factor(
+        task, tmp_path, monkeypatch, select, higher):
+    # validations after steps 3, 6, ..., 18; values chosen so the reductions fall inside the
+    # warmup (step 6 < 8) and after it, with a change below torch's threshold that is not better
+    base = [1.0, 1.0, 2.0, 2.0 * (1 + 5e-5), 2.0, 2.5]
+    values = {3 * (i + 1): (v if higher else 10.0 - v) for i, v in enumerate(base)}  # losses > 0
+    c = cfg(epochs=6, lr=1e-3, schedule="plateau", plateau_patience=0, plateau_factor=0.5,
+            warmup_steps=8, select=select)
+    name = select or "loss"
+    script = Scripted(task, name, values.__getitem__)
+    monkeypatch.setattr(engine, "evaluate", script.evaluate)
+    seen = lrs_of_steps(monkeypatch)
+    r = pretrain(task, MODEL, OBJ, c, tmp_path / "run", on_step=script.on_step)
+    assert r.select == name and r.steps == 18
+    scales = torch_plateau(list(values.values()), higher, 0, 0.5)
+    assert scales[-1] < 1.0 and scales[1] < 1.0  # reduced during the warmup and after it
+    # step s runs with lr x warmup factor x the scale left by the validations before it
+    expected = [c.lr * lr_factor(s, 18, 8, "plateau") * ([1.0] + scales)[s // STEPS_PER_EPOCH]
+                for s in range(18)]
+    np.testing.assert_allclose(seen, expected, rtol=1e-12)
+    # each history row shows the lr of the next step: the reduced one
+    np.testing.assert_allclose(
+        r.history["lr"].values,
+        [c.lr * lr_factor(3 * (i + 1), 18, 8, "plateau") * scales[i] for i in range(6)],
+        rtol=1e-12)
+
+
+def step_script(step: int) -> float:
+    """Validation loss after `step`: improves at 9, then flat (3 steps per epoch)."""
+    return {3: 1.0, 6: 1.0, 9: 0.9}.get(step, 0.95)
+
+
+def run_plateau(task, out, c, script, monkeypatch, **kw):
+    monkeypatch.setattr(engine, "evaluate", script.evaluate)
+    return pretrain(task, MODEL, OBJ, c, out, on_step=script.on_step, **kw)
+
+
+def last_pt(out):
+    return torch.load(out / "last.pt", weights_only=False)
+
+
+def assert_same_weights(a, b):
+    wa, wb = last_pt(a)["model"], last_pt(b)["model"]
+    assert wa.keys() == wb.keys()
+    for k in wa:
+        torch.testing.assert_close(wa[k], wb[k], rtol=0, atol=0, msg=k)
+
+
+# killed with last.pt from step 6 (one bad validation counted), from step 15 (the lr just reduced)
+# and from step 16 (mid-epoch, ckpt_every)
+@pytest.mark.parametrize("kill_step,ckpt_every,saved_step,saved_scale",
+                         [(8, None, 6, 1.0), (17, None, 15, 0.2), (18, 4, 16, 0.2)])
+def test_a_killed_plateau_run_resumes_to_the_same_weights_and_lrs(
+        task, tmp_path, monkeypatch, kill_step, ckpt_every, saved_step, saved_scale):
+    c = cfg(epochs=7, schedule="plateau", plateau_patience=1, ckpt_every=ckpt_every)
+    full = run_plateau(task, tmp_path / "full", c, Scripted(task, "loss", step_script),
+                       monkeypatch)
+    lr = full.history["lr"].values
+    assert lr[0] == lr[3] == c.lr and lr[4] == pytest.approx(c.lr * 0.2)  # reduced after step 15
+    assert lr[6] == pytest.approx(c.lr * 0.04)  # and again after step 21
+    with pytest.raises(KeyboardInterrupt):
+        run_plateau(task, tmp_path / "killed", c,
+                    Scripted(task, "loss", step_script, kill_at=kill_step), monkeypatch)
+    saved = last_pt(tmp_path / "killed")["state"]
+    assert (saved["step"], saved["plateau"]["scale"]) == (saved_step, saved_scale)
+    resumed = run_plateau(task, tmp_path / "killed", c, Scripted(task, "loss", step_script),
+                          monkeypatch, resume=True)
+    assert resumed.steps == full.steps == 21
+    assert_same_weights(tmp_path / "killed", tmp_path / "full")
+    np.testing.assert_array_equal(resumed.history["lr"].values, lr)
+    assert last_pt(tmp_path / "killed")["state"]["plateau"] == \
+        last_pt(tmp_path / "full")["state"]["plateau"] == {"best": 0.9, "bad": 0, "scale": 0.2 * 0.2}
+
+
+class StepClock(Scripted):
+    """Scripted, and a clock: seconds = optimiser steps taken in this process."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+    def on_step(self, step: int) -> None:
+        self.t += 1.0
+        super().on_step(step)
+
+
+def test_the_partial_validation_of_a_budgeted_run_does_not_count(task, tmp_path, monkeypatch):
+    flat = lambda step: 1.0  # noqa: E731  never better after the first validation
+    c = cfg(epochs=3, schedule="plateau", plateau_patience=0)
+    full = run_plateau(task, tmp_path / "full", c, Scripted(task, "loss", flat), monkeypatch)
+    clock = StepClock(task, "loss", flat)
+    cut = run_plateau(task, tmp_path / "cut", cfg(epochs=3, schedule="plateau",
+                                                  plateau_patience=0, max_time=4.5),
+                      clock, monkeypatch, clock=clock)  # stops after step 5: epoch 2 is partial
+    np.testing.assert_allclose(cut.history["epoch"].values, [1, 1 + 2 / STEPS_PER_EPOCH])
+    assert last_pt(tmp_path / "cut")["state"]["plateau"]["bad"] == 0
+    assert cut.history["lr"].values.tolist() == [c.lr, c.lr]  # the partial row did not count
+    clock = StepClock(task, "loss", flat)
+    clock.step = 5
+    ext = run_plateau(task, tmp_path / "cut", c, clock, monkeypatch, clock=clock, resume=True)
+    assert_same_weights(tmp_path / "cut", tmp_path / "full")
+    np.testing.assert_allclose(ext.history["lr"].sel(epoch=[1, 2, 3]).values,
+                               full.history["lr"].values)
+    assert full.history["lr"].values.tolist() == pytest.approx([c.lr, c.lr * 0.2, c.lr * 0.04])
+
+
+@pytest.mark.parametrize("bad", [dict(plateau_patience=-1), dict(plateau_patience=1.5),
+                                 dict(plateau_factor=0.0), dict(plateau_factor=1.0),
+                                 dict(plateau_factor=2.0)])
+def test_plateau_settings_are_checked(bad):
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        cfg(schedule="plateau", **bad)
 
 
 # ------------------------------------------------------------------ schedule_steps
@@ -148,7 +356,8 @@ def test_wd_groups_is_checked():
 
 # ------------------------------------------------------------------ files written before the fields
 # each new field, with a value other than the one older files ran with
-NEW_FIELDS = {"wd_groups": "all", "schedule_steps": 1000}
+NEW_FIELDS = {"wd_groups": "all", "schedule_steps": 1000, "plateau_patience": 20,
+              "plateau_factor": 0.5}
 
 
 @pytest.mark.parametrize("field", sorted(NEW_FIELDS))

@@ -36,7 +36,7 @@ from ..config import LATER_TRAIN_FIELDS, TrainConfig, to_dict
 from ..data.collate import pad_collate
 from . import distributed as D
 from .checkpoint import FORMAT, atomic_save, read_checkpoint
-from .optim import build_optimizer, build_scheduler, param_groups
+from .optim import apply_now, build_optimizer, build_scheduler, param_groups, plateau_state, plateau_update
 
 
 class NonFiniteLossError(RuntimeError):
@@ -290,10 +290,11 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
     select, sign = _selection(objective, cfg)
 
     # best: sign * the best selection score so far; patience_best: the same over full epochs only;
-    # bad_epochs: epochs since patience_best; validated: epochs done at the last full validation
+    # bad_epochs: epochs since patience_best; validated: epochs done at the last full validation;
+    # plateau: schedule="plateau"'s best, count of bad validations and lr scale
     state = {"epoch": 0, "batch": 0, "step": 0, "best": -math.inf, "best_epoch": -1,
              "patience_best": -math.inf, "bad_epochs": 0, "validated": 0, "history": [],
-             "done": False, "stopped_by": None, "time": 0.0}
+             "done": False, "stopped_by": None, "time": 0.0, "plateau": plateau_state(sign > 0)}
     ck = None
     if resume and last_path.exists():
         ck = read_checkpoint(last_path)
@@ -301,7 +302,8 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
         model.load_state_dict(ck["model"])  # before wrapping: every rank starts from the file
     fwd = D.wrap(model, env, cfg.distributed, device)
     opt = build_optimizer(model, cfg)
-    sched = build_scheduler(opt, cfg, total_steps)
+    # the lambda reads `state` when called, so after a resume it reads the resumed plateau scale
+    sched = build_scheduler(opt, cfg, total_steps, scale=lambda: state["plateau"]["scale"])
     if ck is not None:
         D.load_optimizer_state(model, opt, ck["optimizer"], names)
         sched.load_state_dict(ck["scheduler"])
@@ -309,6 +311,7 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
         if "bad_evals" in state:  # written when every epoch was validated: evaluations = epochs
             state["bad_epochs"] = state.pop("bad_evals")
         state.setdefault("validated", state["epoch"])
+        state.setdefault("plateau", plateau_state(sign > 0))  # written before schedule="plateau"
         saved_world = ck.get("world_size", 1)
         if saved_world == env.world_size:
             _set_rng_state(ck.get("rng_ranks", [ck["rng"]])[env.rank], gen, device)
@@ -435,6 +438,9 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
             raise ValueError(_select_error(select, val_m, objective))
         bar.set_postfix({"epoch": epoch + 1, f"val_{select}": f"{val_m[select]:.4f}"})
         score = sign * val_m[select]
+        if cfg.schedule == "plateau" and not partial:  # the reduced lr applies from the next step
+            if plateau_update(state["plateau"], val_m[select], sign > 0, cfg):
+                apply_now(sched)
         done_epochs = epoch + state["batch"] / batches_per_epoch if partial else epoch + 1
         row = {"epoch": done_epochs, "step": state["step"], "lr": sched.get_last_lr()[0],
                "time": clock() - t0,
