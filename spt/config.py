@@ -118,7 +118,12 @@ class TrainConfig:
                     paper: 200 epochs or 24 h, whichever comes first: epochs=200,
                     max_time=24 * 3600). See "Time budget" below.
     patience      : stop after this many epochs without a better validation score, counted at
-                    full-epoch validations (None: never).
+                    full-epoch validations (None: never). Epochs that end before the warmup has
+                    ended (optimiser steps at the end of the epoch < warmup_steps) are never
+                    counted, so a long warmup, whose rising lr can make validation worse for a
+                    while, cannot stop a run before it has trained at its full lr (they still
+                    update best.pt). With warmup_steps=0, or a warmup that ends within the first
+                    validated epoch, every epoch counts.
     eval_every    : validate (and write the resumable checkpoint) every this many epochs, and
                     after the last epoch of the run; the history's train metrics cover the epochs
                     since the previous validation. With a small model on a few hundred examples,

@@ -1,7 +1,7 @@
 """Learning-rate schedules and optimiser groups of the engine: the lr reduced when validation
 stops improving (schedule="plateau", checked against torch's ReduceLROnPlateau, resumed exactly),
 a cosine of a fixed length (TrainConfig.schedule_steps) checked against transformers' own, and
-weight decay on every parameter (TrainConfig.wd_groups).
+weight decay on every parameter (TrainConfig.wd_groups); patience that does not count the warmup.
 
 Validation metrics are scripted as a function of the optimiser step (the last step taken when
 validation runs), so the plateau's decisions are known in advance and the same in a killed and
@@ -234,6 +234,32 @@ def test_the_partial_validation_of_a_budgeted_run_does_not_count(task, tmp_path,
 def test_plateau_settings_are_checked(bad):
     with pytest.raises(ValueError, match=next(iter(bad))):
         cfg(schedule="plateau", **bad)
+
+
+# ------------------------------------------------------------------ patience and warmup
+def warmup_script(step: int) -> float:
+    """Validation loss after `step`: better after epochs 1 and 2, never again (3 steps / epoch)."""
+    return {3: 1.0, 6: 0.9}.get(step, 0.95)
+
+
+# 3 steps per epoch. warmup 10: epochs 1-3 end inside it (steps 3, 6, 9), epoch 4 after it
+# (step 12); warmups 2 and 5 end within the first validated epoch, as if there were none.
+@pytest.mark.parametrize("warmup,patience,eval_every,validated", [
+    (10, 1, 1, [1, 2, 3, 4]),      # without the warmup: [1, 2, 3]
+    (10, 2, 1, [1, 2, 3, 4, 5]),   # without: [1, 2, 3, 4]
+    (10, 2, 2, [2, 4, 6]),         # without: [2, 4] (epochs 3 and 4 counted at 4)
+    (0, 1, 1, [1, 2, 3]),
+    (2, 2, 1, [1, 2, 3, 4]),
+    (5, 2, 2, [2, 4]),
+])
+def test_patience_does_not_count_epochs_that_end_in_the_warmup(
+        task, tmp_path, monkeypatch, warmup, patience, eval_every, validated):
+    c = cfg(epochs=12, schedule="constant", warmup_steps=warmup, patience=patience,
+            eval_every=eval_every)
+    r = run_plateau(task, tmp_path / "run", c, Scripted(task, "loss", warmup_script), monkeypatch)
+    assert r.history["epoch"].values.tolist() == validated
+    assert r.stopped_by == "patience"
+    assert r.best_epoch == 2  # epochs in the warmup still update best.pt
 
 
 # ------------------------------------------------------------------ schedule_steps

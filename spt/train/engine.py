@@ -456,8 +456,10 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
         if not partial:
             if score > state["patience_best"]:
                 state.update(patience_best=score, bad_epochs=0)
-            else:
-                state["bad_epochs"] += epoch + 1 - state["validated"]
+            else:  # the epochs since the last validation, less those that ended in the warmup
+                state["bad_epochs"] += sum(
+                    1 for e in range(state["validated"] + 1, epoch + 2)
+                    if min(e * steps_per_epoch, state["step"]) >= cfg.warmup_steps)
             state["validated"] = epoch + 1
             if cfg.patience is not None and state["bad_epochs"] >= cfg.patience:
                 stop("patience")
