@@ -1,7 +1,8 @@
 """Learning-rate schedules and optimiser groups of the engine: the lr reduced when validation
 stops improving (schedule="plateau", checked against torch's ReduceLROnPlateau, resumed exactly),
 a cosine of a fixed length (TrainConfig.schedule_steps) checked against transformers' own, and
-weight decay on every parameter (TrainConfig.wd_groups); patience that does not count the warmup.
+weight decay on every parameter (TrainConfig.wd_groups); patience that does not count the warmup;
+the step observer that times runs (spt.train.engine.observe).
 
 Validation metrics are scripted as a function of the optimiser step (the last step taken when
 validation runs), so the plateau's decisions are known in advance and the same in a killed and
@@ -378,6 +379,55 @@ def test_wd_groups_all_on_a_transformer_decays_biases_and_norms():
 def test_wd_groups_is_checked():
     with pytest.raises(ValueError, match=r"wd_groups='some' is not one of \['matrices', 'all'\]"):
         cfg(wd_groups="some")
+
+
+# ------------------------------------------------------------------ observe
+def test_observe_reports_every_step_and_every_evaluation(task, tmp_path):
+    events = []
+    with engine.observe(events.append):
+        r = pretrain(task, MODEL, OBJ, cfg(epochs=2), tmp_path / "run")
+    steps = [e for e in events if e["kind"] == "step"]
+    evals = [e for e in events if e["kind"] == "eval"]
+    assert [e["step"] for e in steps] == list(range(1, r.steps + 1))
+    assert r.steps == 2 * STEPS_PER_EPOCH
+    times = [e["time"] for e in steps]
+    assert all(b > a for a, b in zip(times, times[1:]))
+    assert {e["stage"] for e in events} == {"pretrain"}
+    assert [(e["split"], e["examples"]) for e in evals] == \
+        [("val", len(task.val)), ("val", len(task.val)), ("test", len(task.test))]
+    assert all(e["seconds"] > 0 for e in evals)
+    # in run order: validation after the last step of its epoch, test after the last validation
+    kinds = [(e["kind"], e.get("step", e.get("split"))) for e in events]
+    assert kinds.index(("eval", "val")) == kinds.index(("step", STEPS_PER_EPOCH)) + 1
+    assert kinds[-1] == ("eval", "test")
+    # the first validation was timed between the end of step 3 and the end of step 4
+    assert evals[0]["seconds"] < times[STEPS_PER_EPOCH] - times[STEPS_PER_EPOCH - 1]
+
+
+def test_without_an_observer_fit_takes_no_timestamps(task, tmp_path, monkeypatch):
+    events = []
+    with engine.observe(events.append):
+        pass
+    with pytest.raises(RuntimeError, match="boom"), engine.observe(events.append):
+        raise RuntimeError("boom")
+    assert engine.current_observer() is None  # reset on the way out, even by an exception
+
+    def no_timestamps(device):
+        raise AssertionError("fit() took a timestamp without an observer")
+
+    monkeypatch.setattr(engine, "timestamp", no_timestamps)
+    r = pretrain(task, MODEL, OBJ, cfg(epochs=1), tmp_path / "run")
+    assert r.steps == STEPS_PER_EPOCH and events == []
+
+
+def test_an_observer_on_cuda_waits_for_the_device_before_each_timestamp(monkeypatch):
+    from spt.train import observers
+    calls = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: calls.append(device))
+    observers.timestamp(torch.device("cpu"))
+    assert calls == []
+    observers.timestamp(torch.device("cuda", 0))
+    assert calls == [torch.device("cuda", 0)]
 
 
 # ------------------------------------------------------------------ files written before the fields

@@ -16,6 +16,10 @@ averaged gradient is the global batch's, statistics are summed over ranks, and r
 checkpoints. The training step has no host-device synchronisation on CUDA: statistics stay on
 the device and are read at the end of an epoch, at checkpoints, and every 10 steps for the
 progress bar when it is on (and for the ranks to agree on the time budget when there is one).
+
+``observe(callback)`` (:mod:`spt.train.observers`) times a run: under it fit() reports every
+optimiser step and every evaluation to `callback`, synchronising with the device for each
+timestamp; without it nothing is timed.
 """
 from __future__ import annotations
 
@@ -36,6 +40,7 @@ from ..config import LATER_TRAIN_FIELDS, TrainConfig, to_dict
 from ..data.collate import pad_collate
 from . import distributed as D
 from .checkpoint import FORMAT, atomic_save, read_checkpoint
+from .observers import current_observer, observe, timestamp  # noqa: F401  (observe: public here)
 from .optim import apply_now, build_optimizer, build_scheduler, param_groups, plateau_state, plateau_update
 
 
@@ -266,6 +271,7 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
     fit never opens or closes the group itself.
     """
     env = D.current_env()
+    observer = current_observer()
     out = Path(out_dir)
     last_path, best_path = out / "last.pt", out / "best.pt"
     if not resume and (last_path.exists() or best_path.exists()):
@@ -367,6 +373,16 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
     def stop(reason: str) -> None:
         state.update(done=True, stopped_by=reason)
 
+    def evaluate_split(split: str) -> dict:
+        dataset = getattr(task, split)
+        if observer is None:
+            return evaluate(model, objective, dataset, cfg, device, env=env)
+        start = timestamp(device)
+        metrics = evaluate(model, objective, dataset, cfg, device, env=env)
+        observer({"kind": "eval", "stage": stage, "split": split, "examples": len(dataset),
+                  "seconds": timestamp(device) - start})
+        return metrics
+
     model.train()
     t0 = clock() - state["time"]  # training time is counted on from the saved state
     bar = tqdm(total=total_steps, initial=state["step"], desc=stage, unit="step",
@@ -407,6 +423,9 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
             sched.step()
             opt.zero_grad(set_to_none=True)
             state["step"] += 1
+            if observer is not None:
+                observer({"kind": "step", "stage": stage, "step": state["step"],
+                          "time": timestamp(device)})
             if on_step is not None:
                 on_step(state["step"])
             bar.update(1)
@@ -433,7 +452,7 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
             continue
         reduced = D.all_reduce_sums(totals, env)
         train_m = objective.metrics(reduced) if reduced else {}
-        val_m = evaluate(model, objective, task.val, cfg, device, env=env)
+        val_m = evaluate_split("val")
         if select not in val_m:
             raise ValueError(_select_error(select, val_m, objective))
         bar.set_postfix({"epoch": epoch + 1, f"val_{select}": f"{val_m[select]:.4f}"})
@@ -473,7 +492,7 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
     best = read_checkpoint(best_path)
     D.load_full_model_state(model, best["model"])
     model.to(device)
-    test_m = evaluate(model, objective, task.test, cfg, device, env=env) if evaluate_test else {}
+    test_m = evaluate_split("test") if evaluate_test else {}
     stopped_by = state["stopped_by"] or ("epochs" if state["epoch"] >= cfg.epochs else "")
     history = _history_dataset(state["history"], stage)
     history.attrs.update(select=select, stopped_by=stopped_by)
