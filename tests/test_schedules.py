@@ -436,13 +436,40 @@ NEW_FIELDS = {"wd_groups": "all", "schedule_steps": 1000, "plateau_patience": 20
               "plateau_factor": 0.5}
 
 
+def test_the_new_fields_are_later_train_fields_at_their_defaults():
+    from spt.config import LATER_TRAIN_FIELDS, to_dict
+    now = to_dict(cfg())
+    assert set(NEW_FIELDS) <= set(LATER_TRAIN_FIELDS)
+    assert all(now[f] == LATER_TRAIN_FIELDS[f] for f in NEW_FIELDS)
+
+
 @pytest.mark.parametrize("field", sorted(NEW_FIELDS))
 def test_result_files_without_the_new_fields_are_still_their_cells(field):
-    from spt.config import LATER_TRAIN_FIELDS, to_dict
+    from spt.config import to_dict
     from spt.studies.cells import _canonical
     now = to_dict(cfg())
     old = {k: v for k, v in now.items() if k != field}  # as a file written before the field
     assert _canonical({"arm": {"train": old}}) == _canonical({"arm": {"train": now}})
-    assert now[field] == LATER_TRAIN_FIELDS[field]  # the default is what older runs ran with
     other = {**now, field: NEW_FIELDS[field]}
     assert _canonical({"arm": {"train": old}}) != _canonical({"arm": {"train": other}})
+
+
+def test_a_checkpoint_written_before_the_new_fields_resumes(task, tmp_path):
+    c = cfg(epochs=3)
+    pretrain(task, MODEL, OBJ, c, tmp_path / "full")
+    def kill_at_5(step):
+        if step == 5:
+            raise KeyboardInterrupt("simulated kill")
+
+    with pytest.raises(KeyboardInterrupt):
+        pretrain(task, MODEL, OBJ, c, tmp_path / "old", on_step=kill_at_5)
+    ck = last_pt(tmp_path / "old")
+    for f in NEW_FIELDS:  # as the older engine wrote it
+        del ck["train_config"][f]
+    del ck["state"]["plateau"]
+    torch.save(ck, tmp_path / "old" / "last.pt")
+    pretrain(task, MODEL, OBJ, c, tmp_path / "old", resume=True)
+    assert_same_weights(tmp_path / "old", tmp_path / "full")
+    for f, v in NEW_FIELDS.items():  # but not into another configuration
+        with pytest.raises(ValueError, match=f):
+            pretrain(task, MODEL, OBJ, cfg(epochs=3, **{f: v}), tmp_path / "old", resume=True)
