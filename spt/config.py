@@ -213,10 +213,11 @@ class TrainConfig:
     when resuming; the other fields that change results may not.
 
     Schedules under a time budget. The cosine cannot know where the clock will cut a run: it
-    spans min(epochs * steps_per_epoch, max_steps) steps, so a run stopped by max_time ends
-    before the end of its cosine, at a learning rate above 0 (as in the paper's budgeted runs).
-    For a fully annealed budgeted run, measure the throughput and set max_steps to the steps that
-    fit the budget, or use schedule="rsqrt", which decays without an end point.
+    spans min(epochs * steps_per_epoch, max_steps) steps (or schedule_steps), so a run stopped by
+    max_time ends before the end of its cosine, at a learning rate above 0 (as in the paper's
+    budgeted runs). For a fully annealed budgeted run, measure the throughput and set max_steps
+    (or schedule_steps) to the steps that fit the budget, or use schedule="rsqrt", which decays
+    without an end point, or "plateau", which decays when validation stops improving.
     """
 
     # the metrics `select` may name, and whether higher values are better
