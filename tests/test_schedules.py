@@ -152,7 +152,7 @@ def step_script(step: int) -> float:
     return {3: 1.0, 6: 1.0, 9: 0.9}.get(step, 0.95)
 
 
-def run_plateau(task, out, c, script, monkeypatch, **kw):
+def run_scripted(task, out, c, script, monkeypatch, **kw):
     monkeypatch.setattr(engine, "evaluate", script.evaluate)
     return pretrain(task, MODEL, OBJ, c, out, on_step=script.on_step, **kw)
 
@@ -175,17 +175,17 @@ def assert_same_weights(a, b):
 def test_a_killed_plateau_run_resumes_to_the_same_weights_and_lrs(
         task, tmp_path, monkeypatch, kill_step, ckpt_every, saved_step, saved_scale):
     c = cfg(epochs=7, schedule="plateau", plateau_patience=1, ckpt_every=ckpt_every)
-    full = run_plateau(task, tmp_path / "full", c, Scripted(task, "loss", step_script),
+    full = run_scripted(task, tmp_path / "full", c, Scripted(task, "loss", step_script),
                        monkeypatch)
     lr = full.history["lr"].values
     assert lr[0] == lr[3] == c.lr and lr[4] == pytest.approx(c.lr * 0.2)  # reduced after step 15
     assert lr[6] == pytest.approx(c.lr * 0.04)  # and again after step 21
     with pytest.raises(KeyboardInterrupt):
-        run_plateau(task, tmp_path / "killed", c,
+        run_scripted(task, tmp_path / "killed", c,
                     Scripted(task, "loss", step_script, kill_at=kill_step), monkeypatch)
     saved = last_pt(tmp_path / "killed")["state"]
     assert (saved["step"], saved["plateau"]["scale"]) == (saved_step, saved_scale)
-    resumed = run_plateau(task, tmp_path / "killed", c, Scripted(task, "loss", step_script),
+    resumed = run_scripted(task, tmp_path / "killed", c, Scripted(task, "loss", step_script),
                           monkeypatch, resume=True)
     assert resumed.steps == full.steps == 21
     assert_same_weights(tmp_path / "killed", tmp_path / "full")
@@ -212,9 +212,9 @@ class StepClock(Scripted):
 def test_the_partial_validation_of_a_budgeted_run_does_not_count(task, tmp_path, monkeypatch):
     flat = lambda step: 1.0  # noqa: E731  never better after the first validation
     c = cfg(epochs=3, schedule="plateau", plateau_patience=0)
-    full = run_plateau(task, tmp_path / "full", c, Scripted(task, "loss", flat), monkeypatch)
+    full = run_scripted(task, tmp_path / "full", c, Scripted(task, "loss", flat), monkeypatch)
     clock = StepClock(task, "loss", flat)
-    cut = run_plateau(task, tmp_path / "cut", cfg(epochs=3, schedule="plateau",
+    cut = run_scripted(task, tmp_path / "cut", cfg(epochs=3, schedule="plateau",
                                                   plateau_patience=0, max_time=4.5),
                       clock, monkeypatch, clock=clock)  # stops after step 5: epoch 2 is partial
     np.testing.assert_allclose(cut.history["epoch"].values, [1, 1 + 2 / STEPS_PER_EPOCH])
@@ -222,7 +222,7 @@ def test_the_partial_validation_of_a_budgeted_run_does_not_count(task, tmp_path,
     assert cut.history["lr"].values.tolist() == [c.lr, c.lr]  # the partial row did not count
     clock = StepClock(task, "loss", flat)
     clock.step = 5
-    ext = run_plateau(task, tmp_path / "cut", c, clock, monkeypatch, clock=clock, resume=True)
+    ext = run_scripted(task, tmp_path / "cut", c, clock, monkeypatch, clock=clock, resume=True)
     assert_same_weights(tmp_path / "cut", tmp_path / "full")
     np.testing.assert_allclose(ext.history["lr"].sel(epoch=[1, 2, 3]).values,
                                full.history["lr"].values)
@@ -257,7 +257,7 @@ def test_patience_does_not_count_epochs_that_end_in_the_warmup(
         task, tmp_path, monkeypatch, warmup, patience, eval_every, validated):
     c = cfg(epochs=12, schedule="constant", warmup_steps=warmup, patience=patience,
             eval_every=eval_every)
-    r = run_plateau(task, tmp_path / "run", c, Scripted(task, "loss", warmup_script), monkeypatch)
+    r = run_scripted(task, tmp_path / "run", c, Scripted(task, "loss", warmup_script), monkeypatch)
     assert r.history["epoch"].values.tolist() == validated
     assert r.stopped_by == "patience"
     assert r.best_epoch == 2  # epochs in the warmup still update best.pt
