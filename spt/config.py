@@ -28,7 +28,8 @@ Head = Literal["mlp", "linear"]
 AttentionBackend = Literal["auto", "flash", "sdpa", "manual"]
 ObjectiveKind = Literal["masked", "causal"]
 LossKind = Literal["ce", "l1"]
-Schedule = Literal["cosine", "constant", "rsqrt"]
+Schedule = Literal["cosine", "constant", "rsqrt", "plateau"]
+WdGroups = Literal["matrices", "all"]
 
 
 def _check_choice(cls: str, name: str, value, choices) -> None:
@@ -124,7 +125,12 @@ class TrainConfig:
                     paper: 200 epochs or 24 h, whichever comes first: epochs=200,
                     max_time=24 * 3600). See "Time budget" below.
     patience      : stop after this many epochs without a better validation score, counted at
-                    full-epoch validations (None: never).
+                    full-epoch validations (None: never). Epochs that end before the warmup has
+                    ended (optimiser steps at the end of the epoch < warmup_steps) are never
+                    counted, so a long warmup, whose rising lr can make validation worse for a
+                    while, cannot stop a run before it has trained at its full lr (they still
+                    update best.pt). With warmup_steps=0, or a warmup that ends within the first
+                    validated epoch, every epoch counts.
     eval_every    : validate (and write the resumable checkpoint) every this many epochs, and
                     after the last epoch of the run; the history's train metrics cover the epochs
                     since the previous validation. With a small model on a few hundred examples,
@@ -139,11 +145,45 @@ class TrainConfig:
                     The objective must report the metric on validation (denoising reports
                     accuracy for CE, r2 for L1), else fit() stops with an error naming what it
                     reports. The history's attrs["select"] records the metric used.
-    warmup_steps  : linear warmup from lr / warmup_steps to lr; then `schedule` (below).
-    schedule      : "cosine": to 0 at the last step of min(epochs * steps_per_epoch, max_steps);
+    weight_decay  : AdamW's decoupled weight decay of the parameters `wd_groups` names.
+    wd_groups     : which parameters without an optimiser hint get weight_decay (a hint,
+                    ``p._optim = {"weight_decay": ...}``, always wins): "matrices": those with
+                    ndim >= 2 (weights, embedding tables), not biases and norm scales (the usual
+                    Transformer rule); "all": every one, biases and norm scales too, as the
+                    authors' train.py does (every parameter without an ``_optim`` hint goes into
+                    AdamW with the config's weight decay).
+    warmup_steps  : linear warmup, lr * (step + 1) / warmup_steps at optimiser step `step`
+                    (0-based), from lr / warmup_steps to lr; then `schedule` (below).
+    schedule      : "cosine": to 0 at the last step of min(epochs * steps_per_epoch, max_steps),
+                    or over schedule_steps (below);
                     "constant": lr after warmup; "rsqrt": lr * sqrt(warmup_steps / (step + 1))
                     after warmup (needs warmup_steps >= 1; keeps annealing without knowing where
-                    the run ends).
+                    the run ends); "plateau": lr after warmup, multiplied by plateau_factor each
+                    time validation stops improving (below).
+    schedule_steps : the cosine's length in optimiser steps (schedule="cosine" only). None: the
+                    run's step cap, as above (lr 0 from the cap on). A number S: after the warmup,
+                    lr * 0.5 * (1 + cos(pi * (step - warmup_steps) / max(1, S - warmup_steps))),
+                    the lr lambda of transformers' get_cosine_schedule_with_warmup (num_cycles
+                    0.5), which the authors' configs use with a fixed step count (e.g. 50,000 for
+                    S4 on Text) whatever the run's length: 0 at step S and, since the cosine is
+                    periodic, rising again after S. The warmup stays spt's, (step + 1) /
+                    warmup_steps, where transformers' is step / warmup_steps (lr 0 at step 0).
+    plateau_patience, plateau_factor : schedule="plateau": torch's ReduceLROnPlateau as
+                    PyTorch Lightning drives it once per validation epoch (the authors' code and
+                    state-spaces/s4's LRA configs: factor 0.2, min_lr 0, threshold 1e-4 in torch's
+                    "rel" mode, no cooldown). After every full validation (not the partial epoch
+                    of a run stopped by max_time) the selection metric (`select`, above, with its
+                    direction) is compared with the best so far: better means > best * (1 + 1e-4)
+                    for accuracy and r2, < best * (1 - 1e-4) for loss. A validation that is not
+                    better counts one; when the count exceeds plateau_patience the lr is multiplied
+                    by plateau_factor and the count restarts. The warmup still applies (lr x
+                    warmup factor x plateau scale); a reduced lr is used from the next optimiser
+                    step on, and the history's lr column shows it. The count is in validations:
+                    with eval_every=k, one validation covers k epochs. Torch also skips a
+                    reduction that would change an lr by less than 1e-8; spt has no such floor
+                    (a difference only for lrs below ~1.25e-8). The state (best, count, scale)
+                    is saved in last.pt, so a resumed run reduces the lr where an uninterrupted
+                    one does.
     accum_steps   : gradient accumulation; the optimiser sees batch_size * accum_steps examples.
     ckpt_every    : also write the resumable checkpoint every this many optimiser steps
                     (it is always written at each validation).
@@ -180,10 +220,11 @@ class TrainConfig:
     when resuming; the other fields that change results may not.
 
     Schedules under a time budget. The cosine cannot know where the clock will cut a run: it
-    spans min(epochs * steps_per_epoch, max_steps) steps, so a run stopped by max_time ends
-    before the end of its cosine, at a learning rate above 0 (as in the paper's budgeted runs).
-    For a fully annealed budgeted run, measure the throughput and set max_steps to the steps that
-    fit the budget, or use schedule="rsqrt", which decays without an end point.
+    spans min(epochs * steps_per_epoch, max_steps) steps (or schedule_steps), so a run stopped by
+    max_time ends before the end of its cosine, at a learning rate above 0 (as in the paper's
+    budgeted runs). For a fully annealed budgeted run, measure the throughput and set max_steps
+    (or schedule_steps) to the steps that fit the budget, or use schedule="rsqrt", which decays
+    without an end point, or "plateau", which decays when validation stops improving.
     """
 
     # the metrics `select` may name, and whether higher values are better
@@ -192,6 +233,7 @@ class TrainConfig:
     lr: float = 1e-3
     batch_size: int = 32
     weight_decay: float = 0.0
+    wd_groups: WdGroups = "matrices"
     epochs: int = 20
     max_steps: Optional[int] = None
     max_time: Optional[float] = None
@@ -200,6 +242,9 @@ class TrainConfig:
     select: Optional[str] = None
     warmup_steps: int = 0
     schedule: Schedule = "cosine"
+    schedule_steps: Optional[int] = None
+    plateau_patience: int = 10
+    plateau_factor: float = 0.2
     grad_clip: Optional[float] = 1.0
     accum_steps: int = 1
     eval_batch_size: Optional[int] = None
@@ -224,6 +269,23 @@ class TrainConfig:
         _check_positive(c, "warmup_steps", self.warmup_steps, allow_zero=True)
         _check_positive(c, "seed", self.seed, allow_zero=True)  # masks are drawn from (seed, epoch, index)
         _check_choice(c, "schedule", self.schedule, Schedule.__args__)
+        _check_choice(c, "wd_groups", self.wd_groups, WdGroups.__args__)
+        if self.schedule_steps is not None:
+            if not isinstance(self.schedule_steps, int) or isinstance(self.schedule_steps, bool):
+                raise ValueError(f"{c}.schedule_steps must be a whole number of optimiser steps, "
+                                 f"got {self.schedule_steps!r}")
+            _check_positive(c, "schedule_steps", self.schedule_steps)
+            if self.schedule != "cosine":
+                raise ValueError(f"{c}.schedule_steps sets the length of the cosine schedule; it "
+                                 f"means nothing with schedule={self.schedule!r}: use "
+                                 f"schedule='cosine' or schedule_steps=None")
+        if not isinstance(self.plateau_patience, int) or isinstance(self.plateau_patience, bool):
+            raise ValueError(f"{c}.plateau_patience must be a whole number of validations, got "
+                             f"{self.plateau_patience!r}")
+        _check_positive(c, "plateau_patience", self.plateau_patience, allow_zero=True)
+        if not 0.0 < self.plateau_factor < 1.0:
+            raise ValueError(f"{c}.plateau_factor multiplies the lr when validation stops "
+                             f"improving: it must be in (0, 1), got {self.plateau_factor!r}")
         if self.schedule == "rsqrt" and self.warmup_steps < 1:
             raise ValueError(f"{c}.schedule='rsqrt' decays on the time scale of warmup_steps: set "
                              f"warmup_steps >= 1 (got {self.warmup_steps})")
@@ -244,7 +306,8 @@ class TrainConfig:
 
 # TrainConfig fields added after checkpoints and result files were first written, with the
 # value those files ran with: a stored config without the field is read as holding it.
-LATER_TRAIN_FIELDS = {"eval_every": 1}
+LATER_TRAIN_FIELDS = {"eval_every": 1, "wd_groups": "matrices", "schedule_steps": None,
+                      "plateau_patience": 10, "plateau_factor": 0.2}
 
 
 def replace(cfg, **changes):

@@ -16,6 +16,10 @@ averaged gradient is the global batch's, statistics are summed over ranks, and r
 checkpoints. The training step has no host-device synchronisation on CUDA: statistics stay on
 the device and are read at the end of an epoch, at checkpoints, and every 10 steps for the
 progress bar when it is on (and for the ranks to agree on the time budget when there is one).
+
+``observe(callback)`` (:mod:`spt.train.observers`) times a run: under it fit() reports every
+optimiser step and every evaluation to `callback`, synchronising with the device for each
+timestamp; without it nothing is timed.
 """
 from __future__ import annotations
 
@@ -36,7 +40,8 @@ from ..config import LATER_TRAIN_FIELDS, TrainConfig, to_dict
 from ..data.collate import pad_collate
 from . import distributed as D
 from .checkpoint import FORMAT, atomic_save, read_checkpoint
-from .optim import build_optimizer, build_scheduler, param_groups
+from .observers import current_observer, observe, timestamp  # noqa: F401  (observe: public here)
+from .optim import apply_now, build_optimizer, build_scheduler, param_groups, plateau_state, plateau_update
 
 
 class NonFiniteLossError(RuntimeError):
@@ -266,6 +271,7 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
     fit never opens or closes the group itself.
     """
     env = D.current_env()
+    observer = current_observer()
     out = Path(out_dir)
     last_path, best_path = out / "last.pt", out / "best.pt"
     if not resume and (last_path.exists() or best_path.exists()):
@@ -290,10 +296,11 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
     select, sign = _selection(objective, cfg)
 
     # best: sign * the best selection score so far; patience_best: the same over full epochs only;
-    # bad_epochs: epochs since patience_best; validated: epochs done at the last full validation
+    # bad_epochs: epochs since patience_best; validated: epochs done at the last full validation;
+    # plateau: schedule="plateau"'s best, count of bad validations and lr scale
     state = {"epoch": 0, "batch": 0, "step": 0, "best": -math.inf, "best_epoch": -1,
              "patience_best": -math.inf, "bad_epochs": 0, "validated": 0, "history": [],
-             "done": False, "stopped_by": None, "time": 0.0}
+             "done": False, "stopped_by": None, "time": 0.0, "plateau": plateau_state(sign > 0)}
     ck = None
     if resume and last_path.exists():
         ck = read_checkpoint(last_path)
@@ -301,7 +308,8 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
         model.load_state_dict(ck["model"])  # before wrapping: every rank starts from the file
     fwd = D.wrap(model, env, cfg.distributed, device)
     opt = build_optimizer(model, cfg)
-    sched = build_scheduler(opt, cfg, total_steps)
+    # the lambda reads `state` when called, so after a resume it reads the resumed plateau scale
+    sched = build_scheduler(opt, cfg, total_steps, scale=lambda: state["plateau"]["scale"])
     if ck is not None:
         D.load_optimizer_state(model, opt, ck["optimizer"], names)
         sched.load_state_dict(ck["scheduler"])
@@ -309,6 +317,7 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
         if "bad_evals" in state:  # written when every epoch was validated: evaluations = epochs
             state["bad_epochs"] = state.pop("bad_evals")
         state.setdefault("validated", state["epoch"])
+        state.setdefault("plateau", plateau_state(sign > 0))  # written before schedule="plateau"
         saved_world = ck.get("world_size", 1)
         if saved_world == env.world_size:
             _set_rng_state(ck.get("rng_ranks", [ck["rng"]])[env.rank], gen, device)
@@ -364,6 +373,16 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
     def stop(reason: str) -> None:
         state.update(done=True, stopped_by=reason)
 
+    def evaluate_split(split: str) -> dict:
+        dataset = getattr(task, split)
+        if observer is None:
+            return evaluate(model, objective, dataset, cfg, device, env=env)
+        start = timestamp(device)
+        metrics = evaluate(model, objective, dataset, cfg, device, env=env)
+        observer({"kind": "eval", "stage": stage, "split": split, "examples": len(dataset),
+                  "seconds": timestamp(device) - start})
+        return metrics
+
     model.train()
     t0 = clock() - state["time"]  # training time is counted on from the saved state
     bar = tqdm(total=total_steps, initial=state["step"], desc=stage, unit="step",
@@ -404,6 +423,9 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
             sched.step()
             opt.zero_grad(set_to_none=True)
             state["step"] += 1
+            if observer is not None:
+                observer({"kind": "step", "stage": stage, "step": state["step"],
+                          "time": timestamp(device)})
             if on_step is not None:
                 on_step(state["step"])
             bar.update(1)
@@ -430,11 +452,14 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
             continue
         reduced = D.all_reduce_sums(totals, env)
         train_m = objective.metrics(reduced) if reduced else {}
-        val_m = evaluate(model, objective, task.val, cfg, device, env=env)
+        val_m = evaluate_split("val")
         if select not in val_m:
             raise ValueError(_select_error(select, val_m, objective))
         bar.set_postfix({"epoch": epoch + 1, f"val_{select}": f"{val_m[select]:.4f}"})
         score = sign * val_m[select]
+        if cfg.schedule == "plateau" and not partial:  # the reduced lr applies from the next step
+            if plateau_update(state["plateau"], val_m[select], sign > 0, cfg):
+                apply_now(sched)
         done_epochs = epoch + state["batch"] / batches_per_epoch if partial else epoch + 1
         row = {"epoch": done_epochs, "step": state["step"], "lr": sched.get_last_lr()[0],
                "time": clock() - t0,
@@ -450,8 +475,10 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
         if not partial:
             if score > state["patience_best"]:
                 state.update(patience_best=score, bad_epochs=0)
-            else:
-                state["bad_epochs"] += epoch + 1 - state["validated"]
+            else:  # the epochs since the last validation, less those that ended in the warmup
+                state["bad_epochs"] += sum(
+                    1 for e in range(state["validated"] + 1, epoch + 2)
+                    if min(e * steps_per_epoch, state["step"]) >= cfg.warmup_steps)
             state["validated"] = epoch + 1
             if cfg.patience is not None and state["bad_epochs"] >= cfg.patience:
                 stop("patience")
@@ -465,7 +492,7 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
     best = read_checkpoint(best_path)
     D.load_full_model_state(model, best["model"])
     model.to(device)
-    test_m = evaluate(model, objective, task.test, cfg, device, env=env) if evaluate_test else {}
+    test_m = evaluate_split("test") if evaluate_test else {}
     stopped_by = state["stopped_by"] or ("epochs" if state["epoch"] >= cfg.epochs else "")
     history = _history_dataset(state["history"], stage)
     history.attrs.update(select=select, stopped_by=stopped_by)
