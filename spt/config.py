@@ -28,7 +28,7 @@ Head = Literal["mlp", "linear"]
 AttentionBackend = Literal["auto", "flash", "sdpa", "manual"]
 ObjectiveKind = Literal["masked", "causal"]
 LossKind = Literal["ce", "l1"]
-Schedule = Literal["cosine", "constant", "rsqrt", "plateau"]
+Schedule = Literal["cosine", "constant", "rsqrt", "plateau", "multistep"]
 WdGroups = Literal["matrices", "all"]
 
 
@@ -159,7 +159,8 @@ class TrainConfig:
                     "constant": lr after warmup; "rsqrt": lr * sqrt(warmup_steps / (step + 1))
                     after warmup (needs warmup_steps >= 1; keeps annealing without knowing where
                     the run ends); "plateau": lr after warmup, multiplied by plateau_factor each
-                    time validation stops improving (below).
+                    time validation stops improving (below); "multistep": lr after warmup,
+                    multiplied by lr_gamma at each epoch of lr_milestones (below).
     schedule_steps : the cosine's length in optimiser steps (schedule="cosine" only). None: the
                     run's step cap, as above (lr 0 from the cap on). A number S: after the warmup,
                     lr * 0.5 * (1 + cos(pi * (step - warmup_steps) / max(1, S - warmup_steps))),
@@ -184,6 +185,10 @@ class TrainConfig:
                     (a difference only for lrs below ~1.25e-8). The state (best, count, scale)
                     is saved in last.pt, so a resumed run reduces the lr where an uninterrupted
                     one does.
+    lr_milestones, lr_gamma : schedule="multistep": torch's MultiStepLR stepped once per epoch, as
+                    the authors' BIDMC configs use it (milestones 100, 200, 300, 400, 500, gamma
+                    0.5): during epoch e (0-based) the lr is lr x gamma^(milestones <= e), after
+                    the warmup factor. Milestones are epochs, increasing and >= 1.
     accum_steps   : gradient accumulation; the optimiser sees batch_size * accum_steps examples.
     ckpt_every    : also write the resumable checkpoint every this many optimiser steps
                     (it is always written at each validation).
@@ -245,6 +250,8 @@ class TrainConfig:
     schedule_steps: Optional[int] = None
     plateau_patience: int = 10
     plateau_factor: float = 0.2
+    lr_milestones: tuple = ()
+    lr_gamma: float = 0.1
     grad_clip: Optional[float] = 1.0
     accum_steps: int = 1
     eval_batch_size: Optional[int] = None
@@ -286,6 +293,19 @@ class TrainConfig:
         if not 0.0 < self.plateau_factor < 1.0:
             raise ValueError(f"{c}.plateau_factor multiplies the lr when validation stops "
                              f"improving: it must be in (0, 1), got {self.plateau_factor!r}")
+        milestones = tuple(self.lr_milestones)
+        if any(not isinstance(m, int) or isinstance(m, bool) or m < 1 for m in milestones) or \
+                list(milestones) != sorted(set(milestones)):
+            raise ValueError(f"{c}.lr_milestones must be increasing whole epochs >= 1, got "
+                             f"{self.lr_milestones!r}")
+        object.__setattr__(self, "lr_milestones", milestones)
+        if (self.schedule == "multistep") != bool(milestones):
+            raise ValueError(f"{c}: schedule='multistep' needs lr_milestones (epochs), and "
+                             f"lr_milestones need schedule='multistep'; got schedule="
+                             f"{self.schedule!r}, lr_milestones={self.lr_milestones!r}")
+        if not 0.0 < self.lr_gamma <= 1.0:
+            raise ValueError(f"{c}.lr_gamma multiplies the lr at each milestone: it must be in "
+                             f"(0, 1], got {self.lr_gamma!r}")
         if self.schedule == "rsqrt" and self.warmup_steps < 1:
             raise ValueError(f"{c}.schedule='rsqrt' decays on the time scale of warmup_steps: set "
                              f"warmup_steps >= 1 (got {self.warmup_steps})")
@@ -307,7 +327,8 @@ class TrainConfig:
 # TrainConfig fields added after checkpoints and result files were first written, with the
 # value those files ran with: a stored config without the field is read as holding it.
 LATER_TRAIN_FIELDS = {"eval_every": 1, "wd_groups": "matrices", "schedule_steps": None,
-                      "plateau_patience": 10, "plateau_factor": 0.2}
+                      "plateau_patience": 10, "plateau_factor": 0.2, "lr_milestones": [],
+                      "lr_gamma": 0.1}
 
 
 def replace(cfg, **changes):

@@ -473,3 +473,49 @@ def test_a_checkpoint_written_before_the_new_fields_resumes(task, tmp_path):
     for f, v in NEW_FIELDS.items():  # but not into another configuration
         with pytest.raises(ValueError, match=f):
             pretrain(task, MODEL, OBJ, cfg(epochs=3, **{f: v}), tmp_path / "old", resume=True)
+
+
+# ------------------------------------------------------------------ multistep
+@pytest.mark.parametrize("warmup", [0, 4])
+def test_multistep_is_torchs_multistep_lr_stepped_once_per_epoch(warmup):
+    spe, milestones, gamma = 3, (2, 4, 5), 0.5
+    opt = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=1.0)
+    theirs = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=list(milestones), gamma=gamma)
+    steps = [m * spe for m in milestones]
+    for epoch in range(7):
+        for b in range(spe):
+            s = epoch * spe + b
+            warm = (s + 1) / warmup if warmup and s < warmup else 1.0
+            assert lr_factor(s, 100, warmup, "multistep", None, steps, gamma) == pytest.approx(
+                opt.param_groups[0]["lr"] * warm, rel=1e-12)
+        opt.step()
+        theirs.step()
+
+
+def test_a_multistep_run_cuts_the_lr_at_its_milestone_epochs(task, tmp_path):
+    c = cfg(epochs=4, schedule="multistep", lr_milestones=(1, 3), lr_gamma=0.5, lr=1e-3)
+    h = pretrain(task, MODEL, OBJ, c, tmp_path / "run").history
+    # each row's lr is the one the next optimiser step takes: epoch e+1 starts after e+1 epochs
+    np.testing.assert_allclose(h["lr"].values, [5e-4, 5e-4, 2.5e-4, 2.5e-4], rtol=1e-12)
+
+
+def test_multistep_settings_are_checked():
+    with pytest.raises(ValueError, match="lr_milestones"):
+        cfg(schedule="multistep")
+    with pytest.raises(ValueError, match="lr_milestones"):
+        cfg(lr_milestones=(10,))  # milestones without the multistep schedule
+    with pytest.raises(ValueError, match="increasing whole epochs"):
+        cfg(schedule="multistep", lr_milestones=(5, 3))
+    with pytest.raises(ValueError, match="lr_gamma"):
+        cfg(schedule="multistep", lr_milestones=(5,), lr_gamma=0.0)
+    assert cfg(schedule="multistep", lr_milestones=[2, 4]).lr_milestones == (2, 4)
+
+
+@pytest.mark.parametrize("field", ["lr_milestones", "lr_gamma"])
+def test_files_without_the_multistep_fields_are_still_their_cells(field):
+    from spt.config import LATER_TRAIN_FIELDS, to_dict
+    from spt.studies.cells import _canonical
+    assert field in LATER_TRAIN_FIELDS
+    now = to_dict(cfg())
+    old = {k: v for k, v in now.items() if k != field}
+    assert _canonical({"arm": {"train": old}}) == _canonical({"arm": {"train": now}})

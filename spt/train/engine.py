@@ -309,7 +309,8 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
     fwd = D.wrap(model, env, cfg.distributed, device)
     opt = build_optimizer(model, cfg)
     # the lambda reads `state` when called, so after a resume it reads the resumed plateau scale
-    sched = build_scheduler(opt, cfg, total_steps, scale=lambda: state["plateau"]["scale"])
+    sched = build_scheduler(opt, cfg, total_steps, scale=lambda: state["plateau"]["scale"],
+                            steps_per_epoch=steps_per_epoch)
     if ck is not None:
         D.load_optimizer_state(model, opt, ck["optimizer"], names)
         sched.load_state_dict(ck["scheduler"])

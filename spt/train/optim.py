@@ -45,7 +45,8 @@ def build_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Ada
 
 
 def lr_factor(step: int, total: int, warmup: int, schedule: str,
-              schedule_steps: Optional[int] = None) -> float:
+              schedule_steps: Optional[int] = None, milestones: tuple = (),
+              gamma: float = 0.1) -> float:
     """Multiplier of each group's base lr at optimiser step `step` (0-based).
 
     Linear warmup over `warmup` steps, (step + 1) / warmup, then
@@ -56,9 +57,13 @@ def lr_factor(step: int, total: int, warmup: int, schedule: str,
                    0 at step S, rising again beyond it (the cosine is periodic). Only the warmup
                    differs from transformers', whose factor is step / warmup (0 at step 0);
       "constant", "plateau" : 1 (the plateau's own scale multiplies it: :func:`build_scheduler`);
+      "multistep": gamma ** (the number of `milestones`, in optimiser steps, <= step);
       "rsqrt"    : sqrt(warmup / (step + 1)), continuous with the warmup's end and independent of
                    `total`, so a run cut short (TrainConfig.max_time) is still annealing.
     """
+    if schedule == "multistep":
+        cut = gamma ** sum(1 for m in milestones if m <= step)
+        return cut * ((step + 1) / warmup if warmup and step < warmup else 1.0)
     if warmup and step < warmup:
         return (step + 1) / warmup
     if schedule in ("constant", "plateau"):
@@ -73,14 +78,16 @@ def lr_factor(step: int, total: int, warmup: int, schedule: str,
 
 
 def build_scheduler(opt: torch.optim.Optimizer, cfg: TrainConfig, total_steps: int,
-                    scale: Callable[[], float] = lambda: 1.0):
+                    scale: Callable[[], float] = lambda: 1.0, steps_per_epoch: int = 1):
     """LambdaLR of :func:`lr_factor` times ``scale()`` (the plateau's scale; 1 otherwise), read at
     every step. total_steps: the steps the run takes unless its time budget cuts it
     (min(epochs * steps_per_epoch, max_steps)); TrainConfig.schedule_steps, when set, replaces it
-    as the cosine's length."""
+    as the cosine's length. steps_per_epoch turns the multistep schedule's milestones (epochs)
+    into optimiser steps."""
+    milestones = tuple(m * steps_per_epoch for m in cfg.lr_milestones)
     return torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: lr_factor(s, total_steps, cfg.warmup_steps, cfg.schedule,
-                                 cfg.schedule_steps) * scale())
+                                 cfg.schedule_steps, milestones, cfg.lr_gamma) * scale())
 
 
 def apply_now(sched: torch.optim.lr_scheduler.LambdaLR) -> None:
