@@ -14,6 +14,7 @@ from typing import ClassVar, Literal, Optional
 
 from .config import (
     PAPER_OPTIM,
+    PAPER_PATIENCE,
     Head,
     ObjectiveConfig,
     Pooling,
@@ -22,6 +23,7 @@ from .config import (
     _check_positive,
     _lookup,
     pretrain_select,
+    replace,
 )
 
 SSMKind = Literal["s4", "s4d", "dlr"]
@@ -142,7 +144,15 @@ class SSMConfig:
 @dataclass(frozen=True)
 class SSMPreset:
     """One SSM row of the paper: model, SPT objective, pretrain / finetune settings (Table 5) and the
-    from-scratch training settings (Table 5 rows without SPT; for HiPPO S4, Gu et al. 2022)."""
+    from-scratch training settings (Table 5 rows without SPT; for HiPPO S4, Gu et al. 2022).
+
+    row, scratch_row : (model key, task key) of the SPT stages and of the scratch run in
+                   spt/studies/paper_settings.tsv (HiPPO S4 from scratch is the row "s4_v1").
+    scratch_model  : the from-scratch model when it differs from `model` (Gu et al.'s S4 is
+                   unidirectional and pools as its configs say); None = `model`.
+    scratch_options : loader options of the from-scratch run's task (Gu et al. read Text at 2,048
+                   characters).
+    """
 
     model: SSMConfig
     objective: ObjectiveConfig
@@ -151,23 +161,43 @@ class SSMPreset:
     scratch: TrainConfig
     source: str
     scratch_note: str = ""  # where the from-scratch settings depart from this paper, and why
+    row: tuple = ()
+    scratch_row: tuple = ()
+    scratch_model: Optional[SSMConfig] = None
+    scratch_options: tuple = ()
 
 
 # Sizes of the S4 models. C.1.2 points at Gu et al. (2022a), App. D.2, Table 11; the values below are
 # the configs that reproduce that paper in the public S4 code (state-spaces/s4,
 # configs/experiment/lra/old/s4-lra-*.yaml, "V1 = ICLR 2022"): depth, width, prenorm, dropout,
-# weight decay, and the from-scratch (lr, batch size, epochs). N = 64 everywhere, dt in [1e-3, 0.1]
-# (PathX: [1e-4, 0.1]), SSM lr 1e-3. Those configs use BatchNorm except Image (Table 11: LayerNorm).
-# task: (layers, width, prenorm, dropout, wd, norm, max_len, pooling, mask ratio, PT loss,
-#        scratch (lr, bsz, epochs), dt_min)
+# weight decay. N = 64 everywhere, dt in [1e-3, 0.1] (PathX: [1e-4, 0.1]), SSM lr 1e-3. Those
+# configs use BatchNorm except Image (Table 11: LayerNorm). Pooling: mean, but Pathfinder "last"
+# (the authors' s4-lra-pathfinder.yaml) and PathX max (C.1.3).
+# task: (layers, width, prenorm, dropout, wd, norm, max_len, pooling, mask ratio, PT loss, dt_min)
 _S4_SIZES = {
-    "listops": (6, 128, False, 0.0, 0.01, "batch", 2048, "mean", 0.1, "ce", (1e-2, 50, 50), 1e-3),
-    "text": (4, 128, True, 0.0, 0.0, "batch", 4096, "mean", 0.15, "ce", (1e-2, 50, 40), 1e-3),
-    "retrieval": (6, 256, True, 0.0, 0.0, "batch", 4096, "mean", 0.15, "ce", (2e-3, 64, 25), 1e-3),
-    "image": (6, 512, False, 0.2, 0.01, "layer", 1024, "mean", 0.5, "l1", (4e-3, 50, 100), 1e-3),
-    "pathfinder": (6, 256, True, 0.1, 0.0, "batch", 1024, "mean", 0.5, "ce", (4e-3, 100, 200), 1e-3),
-    # C.1.3: max pooling on PathX.
-    "pathx": (6, 256, True, 0.0, 0.0, "batch", 16384, "max", 0.5, "ce", (5e-4, 32, 100), 1e-4),
+    "listops": (6, 128, False, 0.0, 0.01, "batch", 2048, "mean", 0.1, "ce", 1e-3),
+    "text": (4, 128, True, 0.0, 0.0, "batch", 4096, "mean", 0.15, "ce", 1e-3),
+    "retrieval": (6, 256, True, 0.0, 0.0, "batch", 4096, "mean", 0.15, "ce", 1e-3),
+    "image": (6, 512, False, 0.2, 0.01, "layer", 1024, "mean", 0.5, "l1", 1e-3),
+    "pathfinder": (6, 256, True, 0.1, 0.0, "batch", 1024, "last", 0.5, "ce", 1e-3),
+    "pathx": (6, 256, True, 0.0, 0.0, "batch", 16384, "max", 0.5, "ce", 1e-4),
+}
+# The authors' decoders: one Linear after pooling, but the retrieval decoder (an MLP on
+# [u, v, u*v, u-v]) on Retrieval, for S4, DLR and Gu et al.'s S4 alike.
+_SSM_HEAD = {"retrieval": "mlp"}
+
+# Gu et al. 2022a's from-scratch S4 (Table 2 and Table 7 "S4", cited there): the V1 configs of
+# state-spaces/s4 (configs/experiment/lra/old/s4-lra-*.yaml with their pipelines): unidirectional
+# S4 (the layer default bidirectional: false), ReduceLROnPlateau on validation accuracy (factor
+# 0.2, no warmup) and no early stopping or time budget.
+# task: (lr, batch size, epochs, plateau patience, pooling, loader options)
+_S4_V1 = {
+    "listops": (1e-2, 50, 50, 5, "mean", ()),
+    "text": (1e-2, 50, 40, 10, "last", (("seq_len", 2048),)),
+    "retrieval": (2e-3, 64, 25, 20, "mean", ()),
+    "image": (4e-3, 50, 100, 10, "mean", ()),
+    "pathfinder": (4e-3, 100, 200, 10, "last", ()),
+    "pathx": (5e-4, 32, 100, 40, "mean", ()),
 }
 
 # Table 5, "(FT-LR, FT-BSZ, PT-LR, PT-BSZ)"; rows without SPT give (LR, BSZ) of the from-scratch run.
@@ -192,44 +222,73 @@ _TABLE5 = {
 }
 
 
-# The authors' S4 configs (IdoAmos/not-from-scratch configs/experiment/lra/s4-lra-*.yaml) per task:
-# (finetuning schedule, its warmup steps, pretraining warmup steps); pretraining is always a
-# linear warmup then a constant lr. Their cosine runs over a fixed number of steps set in the config
-# (e.g. 50K on Text); ours runs over the run's own length (epochs x steps per epoch).
-_S4_SCHEDULE = {"listops": ("constant", 2000, 1000), "text": ("cosine", 5000, 1000),
-                "retrieval": ("constant", 2500, 1000), "image": ("cosine", 1000, 1000),
-                "pathfinder": ("constant", 2500, 1000), "pathx": ("cosine", 10000, 5000)}
+# The authors' schedules (IdoAmos/not-from-scratch configs/experiment/lra/{s4,dlr}-lra-*.yaml):
+# task: (finetuning schedule, its warmup steps, its step cap or None, pretraining warmup steps).
+# Pretraining is always a linear warmup then a constant lr. Their cosines run over a fixed number of
+# steps (num_training_steps: Text 50K, Image 200K, PathX 500K; DLR PathX 250K): the run's step cap
+# (max_steps, with the paper's 200 epochs), so the cosine spans the run and reaches 0 at its end.
+_S4_SCHEDULE = {"listops": ("constant", 2000, None, 2000),
+                "text": ("cosine", 5000, 50_000, 1000),
+                "retrieval": ("constant", 2500, None, 2500),
+                "image": ("cosine", 1000, 200_000, 1000),
+                "pathfinder": ("constant", 2500, None, 2500),
+                "pathx": ("cosine", 10_000, 500_000, 5000)}
+_DLR_SCHEDULE = {"listops": ("constant", 2000, None, 2000),
+                 "text": ("constant", 2000, None, 1000),
+                 "image": ("constant", 1000, None, 1000),
+                 "pathx": ("cosine", 5000, 250_000, 5000)}
+
+
+def ssm_finetune_schedule(task: str, kind: str = "s4") -> dict:
+    """TrainConfig fields of the authors' finetuning schedule for an S4 / DLR run on `task`."""
+    schedule, warmup, steps, _ = (_DLR_SCHEDULE if kind == "dlr" else _S4_SCHEDULE)[task]
+    return dict(schedule=schedule, warmup_steps=warmup, max_steps=steps)
+
+
+def _v1_scratch(task: str, model: SSMConfig) -> tuple:
+    """(TrainConfig, model, loader options) of Gu et al.'s from-scratch S4 on `task`."""
+    wd = _S4_SIZES[task][4]
+    lr, bsz, epochs, plateau, pooling, options = _S4_V1[task]
+    train = TrainConfig(lr=lr, batch_size=bsz, weight_decay=wd, epochs=epochs, schedule="plateau",
+                        plateau_patience=plateau, plateau_factor=0.2,
+                        **dict(PAPER_OPTIM, max_time=None))
+    return train, replace(model, causal=True, pooling=pooling), options
 
 
 def _ssm_row(task: str, variant: str) -> SSMPreset:
-    (layers, width, prenorm, dropout, wd, norm, max_len, pooling, ratio, loss, scratch,
+    (layers, width, prenorm, dropout, wd, norm, max_len, pooling, ratio, loss,
      dt_min) = _S4_SIZES[task]
     kind = "dlr" if variant.startswith("dlr") else "s4"
     init = "random" if variant.endswith("random") else None
-    if kind == "dlr":  # C.1.3: DLR's own layer defaults (N = 1024), LayerNorm, S4's sizes and wd
+    head = _SSM_HEAD.get(task, "linear")
+    if kind == "dlr":  # C.1.3: DLR's own layer defaults (N = 1024), LayerNorm, S4's sizes and wd;
+        # the authors' dlr-lra-*.yaml: GLU output, dropout 0
         model = SSMConfig(kind="dlr", d_model=width, n_layers=layers, d_state=1024,
-                          dropout=dropout, pooling=pooling, max_len=max_len, init=init,
-                          norm="layer", prenorm=prenorm, glu=False)
+                          dropout=0.0, pooling=pooling, max_len=max_len, init=init,
+                          norm="layer", prenorm=prenorm, glu=True, head=head)
     else:
         model = SSMConfig(kind="s4", d_model=width, n_layers=layers, d_state=64, dropout=dropout,
                           pooling=pooling, max_len=max_len, init=init, norm=norm, prenorm=prenorm,
-                          dt_min=dt_min)
+                          dt_min=dt_min, head=head)
     ft_lr, ft_bsz, pt_lr, pt_bsz = _TABLE5[(variant, "spt")][task]
-    ft_schedule, ft_warm, pt_warm = _S4_SCHEDULE[task]
-    ft_opt = dict(schedule=ft_schedule, warmup_steps=ft_warm, **PAPER_OPTIM)
-    note = ""
+    pt_warm = (_DLR_SCHEDULE if kind == "dlr" else _S4_SCHEDULE)[task][3]
+    ft_opt = dict(ssm_finetune_schedule(task, kind), **PAPER_OPTIM)
+    extra = {}
     if variant == "s4":
-        s_lr, s_bsz, s_epochs = scratch
-        scratch_cfg = TrainConfig(lr=s_lr, batch_size=s_bsz, weight_decay=wd, epochs=s_epochs,
-                                  patience=10, **ft_opt)
-        note = ("S4 from scratch: Gu et al. 2022's settings (state-spaces/s4 LRA configs, V1), "
-                "which this paper cites rather than prints")
+        scratch_cfg, scratch_model, options = _v1_scratch(task, model)
+        extra = dict(scratch_row=("s4_v1", task), scratch_model=scratch_model,
+                     scratch_options=options)
+        note = ("S4 from scratch: Gu et al. 2022's settings (state-spaces/s4 LRA configs, V1: "
+                "unidirectional, ReduceLROnPlateau, their epochs), which this paper cites rather "
+                "than prints")
         source = ("Amos, Berant & Gupta (ICLR 2024), Table 5 (S4 + SPT); from-scratch and sizes: "
                   "Gu et al. 2022 via state-spaces/s4 configs/experiment/lra/old")
     else:
         s_lr, s_bsz = _TABLE5[(variant, "scratch")][task]
         scratch_cfg = TrainConfig(lr=s_lr, batch_size=s_bsz, weight_decay=wd, epochs=200,
-                                  patience=10, **ft_opt)
+                                  patience=PAPER_PATIENCE, **ft_opt)
+        extra = dict(scratch_row=(variant, task))
+        note = ""
         source = "Amos, Berant & Gupta (ICLR 2024), Table 5 and C.1.3; sizes as S4 (C.1.2)"
     return SSMPreset(
         model=model,
@@ -237,9 +296,9 @@ def _ssm_row(task: str, variant: str) -> SSMPreset:
         pretrain=TrainConfig(lr=pt_lr, batch_size=pt_bsz, weight_decay=wd, epochs=200,
                              schedule="constant", warmup_steps=pt_warm,
                              select=pretrain_select(loss), **PAPER_OPTIM),
-        finetune=TrainConfig(lr=ft_lr, batch_size=ft_bsz, weight_decay=wd, epochs=200, patience=10,
-                             **ft_opt),
-        scratch=scratch_cfg, source=source, scratch_note=note)
+        finetune=TrainConfig(lr=ft_lr, batch_size=ft_bsz, weight_decay=wd, epochs=200,
+                             patience=PAPER_PATIENCE, **ft_opt),
+        scratch=scratch_cfg, source=source, scratch_note=note, row=(variant, task), **extra)
 
 
 # Keys (task, variant): variant "s4" (HiPPO S4, all six LRA tasks), "s4_random", "dlr",

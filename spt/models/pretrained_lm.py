@@ -34,9 +34,10 @@ symbol spans several tokens).
 ``input_embedding="fresh"`` is the alternative spt used first: the LM's input embedding is dropped
 and a new N(0, 0.02^2) embedding over the task's own vocabulary takes its place (an ablation:
 pretrained trunk without pretrained token embeddings; also works for token tasks that have no
-text form). Continuous tasks (LRA Image as standardised grayscale pixels, d_input = 1) always
-enter through a **linear input projection** (spt's ContinuousEncoder); the authors instead feed
-Image as pixel tokens (0..255) through the mapping above.
+text form). Continuous tasks (LRA Image as standardised grayscale pixels, d_input = 1) enter
+through a **linear input projection** (spt's ContinuousEncoder); study 05's paper preset reads
+Image as pixel tokens (``load_image(tokens=True)``) through the mapping above instead, as the
+authors' ``tokenize: true`` does.
 
 Masks: GPT-NeoX is causal; padding (right-padded batches, ``valid`` False) is passed as
 ``attention_mask``. Pooling over valid positions as spt's models: "last" (default: the last real

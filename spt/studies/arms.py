@@ -128,8 +128,14 @@ class Arm:
     lr_grid   : learning rates of the supervised run to try (each a full run; the one with the best
                 validation score is reported, as App. C.1.4 does for scratch on Text);
                 empty = `train.lr` only.
-    note      : where this arm departs from the paper and why, one line ("" = it follows the
-                paper); not part of the result's identity. Shown under each study's table.
+    note      : how this arm reads the paper where the paper is ambiguous, or why a preset stands
+                in for it, one line ("" = nothing to say); not part of the result's identity.
+                Shown under each study's table with the departures found by
+                :mod:`spt.studies.fidelity`.
+    row       : (model key, task key) of the paper settings this arm follows
+                (spt/studies/paper_settings.tsv); () for presets that stand in for the paper.
+    task_options : loader options the arm's task needs on top of the entry's (Gu et al.'s S4
+                reads Text at 2,048 characters); part of the cell's task, so of its identity.
     """
 
     model: Union[TransformerConfig, SSMConfig]
@@ -140,6 +146,8 @@ class Arm:
     lr_grid: tuple = ()
     pretrain_val: Optional[int] = None
     note: str = ""
+    row: tuple = ()
+    task_options: tuple = ()
 
     def __post_init__(self):
         if (self.objective is None) != (self.pretrain is None):
@@ -164,6 +172,26 @@ class Arm:
         if self.pretrain_val is not None:
             d["pretrain_val"] = self.pretrain_val
         return d
+
+    def task_ref(self, ref: TaskRef) -> TaskRef:
+        """`ref` with this arm's task_options set (theirs win over the entry's)."""
+        if not self.task_options:
+            return ref
+        options = {**dict(ref.options), **dict(self.task_options)}
+        return dataclasses.replace(ref, options=tuple(options.items()))
+
+    def stages(self, ref: TaskRef) -> list:
+        """The stages this arm trains on `ref`, as :class:`~spt.studies.stages.StageView` s."""
+        from .stages import StageView
+        ref = self.task_ref(ref)
+        total = self.train.epochs + (self.pretrain.epochs if self.pretrain else 0)
+        common = dict(model=self.model, task=ref, row=self.row, total_epochs=total)
+        supervised = StageView("finetune" if self.is_spt else "scratch", self.train,
+                               pooling=self.pooling, lr_grid=self.lr_grid, **common)
+        if not self.is_spt:
+            return [supervised]
+        return [StageView("pretrain", self.pretrain, objective=self.objective, **common),
+                supervised]
 
     def with_device(self, device: str) -> "Arm":
         pt = replace(self.pretrain, device=device) if self.pretrain else None

@@ -12,6 +12,7 @@ import xarray as xr
 
 from ..config import replace, transformer_preset
 from ..paper import TABLE8, TABLE8_BUDGET_EPOCHS
+from ..results import format_gain, paired_gain
 from ..ssm_config import ssm_preset
 from .arms import Arm
 from .grid import (
@@ -25,6 +26,7 @@ from .grid import (
     spt_arm,
 )
 from .lra_transformers import task_ref
+from .tables import with_gains
 
 STUDY = "08_compute_tied"
 SHARES = (0.0, 0.2, 0.4, 0.6)
@@ -84,7 +86,9 @@ cells, run, deviations = grid_study(STUDY, PRESETS, "task, model, spt_share, see
 
 
 def table(ds: xr.Dataset):
-    """Mean test accuracy (%) per SPT share (rows) and task_model (columns), beside Table 8."""
+    """Mean test accuracy (%) per SPT share (rows) and task_model (columns), beside Table 8, then
+    each share's gain over the whole budget from scratch (0%), paired by seed: mean, 95%
+    interval, seeds ahead."""
     import pandas as pd
 
     acc = ds["test_accuracy"].mean("seed") * 100
@@ -92,4 +96,11 @@ def table(ds: xr.Dataset):
                                            for t in acc.task.values for m in acc.model.values}
             for s in acc.spt_share.values}
     paper = {f"{s:.0%} SPT (paper)": v for s, v in TABLE8.items()}
-    return pd.DataFrame.from_dict({**ours, **paper}, orient="index").round(2)
+    table = pd.DataFrame.from_dict({**ours, **paper}, orient="index").round(2)
+    scratch = ds["test_accuracy"].sel(spt_share=0.0) * 100
+    gains = {f"gain: {float(s):.0%} SPT - 0% (95% CI, seeds ahead)": {
+        f"{t}_{m}": format_gain(paired_gain(ds["test_accuracy"].sel(spt_share=s) * 100,
+                                            scratch).sel(task=t, model=m))
+        for t in acc.task.values for m in acc.model.values}
+        for s in acc.spt_share.values if float(s) > 0 and 0.0 in acc.spt_share.values}
+    return with_gains(table, pd.DataFrame.from_dict(gains, orient="index"))

@@ -25,7 +25,7 @@ from .grid import (
 )
 from .lra_transformers import task_ref
 from .smoke import smoke_data_root
-from .tables import compare_table
+from .tables import compare_table, spt_gains, with_gains
 
 STUDY = "03_explicit_priors"
 TASKS = ("listops", "text", "image", "pathx")
@@ -110,11 +110,13 @@ cells, run, deviations = grid_study(STUDY, PRESETS, "task, model, ssm_init, init
 
 
 def table(ds: xr.Dataset):
-    """Mean test accuracy (%) of the eight rows of Table 7, beside the paper's."""
+    """Mean test accuracy (%) of the eight rows of Table 7, beside the paper's, then SPT's gain
+    over scratch per model and init, paired by seed: mean, 95% interval, seeds ahead."""
     names = {("s4", "random", "spt"): "S4 + Rand Init + SPT", ("s4", "random", "scratch"):
              "S4 + Rand Init", ("s4", "structured", "spt"): "S4 + SPT",
              ("s4", "structured", "scratch"): "S4", ("dlr", "random", "spt"):
              "DLR + Rand Init + SPT", ("dlr", "random", "scratch"): "DLR + Rand Init",
              ("dlr", "structured", "spt"): "DLR + SPT", ("dlr", "structured", "scratch"): "DLR"}
     rows = [(n, {"model": m, "ssm_init": si, "init": i}, n) for (m, si, i), n in names.items()]
-    return compare_table(ds, rows, TABLE7)
+    gains = spt_gains(ds, [("SPT - scratch", "spt", "scratch")])
+    return with_gains(compare_table(ds, rows, TABLE7), gains)

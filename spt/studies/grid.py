@@ -47,7 +47,7 @@ def grid_cells(p: GridPreset, *, seeds: Optional[Sequence[int]] = None,
     seeds = tuple(seeds) if seeds else p.seeds
     out = []
     for e in p.entries:
-        ref, arm = e.ref, e.arm.with_device(device)
+        ref, arm = e.arm.task_ref(e.ref), e.arm.with_device(device)
         if dry is not None:
             ref, arm = dry.ref(ref), dry.arm(arm)
         out += [arm_cell({**dict(e.coords), "seed": int(s)}, ref, arm, int(s)) for s in seeds]
@@ -291,32 +291,52 @@ def grid_study(study: str, presets: dict, dims: str):
                          workers=workers)
 
     def deviations(preset: str = "paper", data_root="DATA"):
-        """Where the preset's cells depart from the paper, one line per row (a DataFrame)."""
-        import pandas as pd
+        """Where the preset departs from the paper and why (a DataFrame): for the paper preset
+        every setting that differs from spt/studies/paper_settings.tsv with its reason
+        (:mod:`spt.studies.fidelity`), then how the preset reads ambiguous cells of the paper;
+        for the other presets, what they stand in for."""
         p = pick(presets, preset, study, data_root)
-        rows = [{**dict(e.coords), "deviation": e.arm.note} for e in p.entries if e.arm.note]
-        return pd.DataFrame(rows, columns=[*dict(p.entries[0].coords), "deviation"])
+        return preset_deviations(study, p)
 
     run.__doc__ = (f"Run (or reuse) every cell of study {study} with preset `preset` ('smoke' or "
                    f"'paper'); returns a Dataset over ({dims}).")
     return cells, run, deviations
 
 
+def study_number(study: str) -> str:
+    """"02" of "02_transformers_vs_s4": the study column of paper_settings.tsv."""
+    return study.split("_", 1)[0]
+
+
+def preset_deviations(study: str, p: GridPreset):
+    """The deviations DataFrame of a grid preset (see grid_study's deviations)."""
+    from .fidelity import departures_table
+    notes = [(e.coords, e.arm.note) for e in p.entries if e.arm.note]
+    if p.name != "paper":  # a stand-in for the paper: what it stands for, not field by field
+        return departures_table(study_number(study), [],
+                                [({"preset": p.name}, p.note or "not the paper's settings")] + notes)
+    cells = [(dict(e.coords), e.arm.stages(e.ref)) for e in p.entries]
+    return departures_table(study_number(study), cells, notes)
+
+
 def spt_arm(preset) -> Arm:
     """SPT arm of a Table 4 (Preset) or Table 5 (SSMPreset) row."""
     return Arm(model=preset.model, objective=preset.objective, pretrain=preset.pretrain,
-               train=preset.finetune)
+               train=preset.finetune, row=getattr(preset, "row", ()))
 
 
 TRANSFORMER_SCRATCH_NOTE = ("Table 4 gives no from-scratch settings: the masked row's model and "
                             "finetuning settings, trained until validation stops improving")
 
 
-def scratch_arm(preset, patience: int = 10) -> Arm:
-    """From-scratch arm of a row: its own scratch settings (SSM rows) or the finetuning settings
-    run until validation stops improving (Transformer rows: the paper gives no separate ones)."""
+def scratch_arm(preset) -> Arm:
+    """From-scratch arm of a row: its own scratch settings (SSM rows: Table 5's, or Gu et al.'s
+    for HiPPO S4, with their model and task options) or the finetuning settings (Transformer rows:
+    the paper gives no separate ones)."""
     own = getattr(preset, "scratch", None)
     if own is not None:
-        return Arm(model=preset.model, train=own, note=getattr(preset, "scratch_note", ""))
-    return Arm(model=preset.model, train=replace(preset.finetune, patience=patience),
-               note=TRANSFORMER_SCRATCH_NOTE)
+        return Arm(model=preset.scratch_model or preset.model, train=own,
+                   note=getattr(preset, "scratch_note", ""), row=preset.scratch_row,
+                   task_options=preset.scratch_options)
+    return Arm(model=preset.model, train=preset.finetune, note=TRANSFORMER_SCRATCH_NOTE,
+               row=preset.row)

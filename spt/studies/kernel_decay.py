@@ -74,9 +74,9 @@ def _cell(name: str, ref: TaskRef, p, seed: int, device: str, dry=None) -> Cell:
                         "objective": to_dict(obj), "pretrain": to_dict(pt), "seed": seed})
 
 
-def cells(preset: str = "smoke", *, data_root=None, seeds=None, device: str = "auto",
-          dry=None, tasks=None) -> list:
-    """One Cell per task x seed (dry: a :class:`spt.studies.check.DryRun` or None)."""
+def _rows(preset: str, data_root) -> tuple:
+    """([(task name, TaskRef, SSMPreset)], the preset's seeds) of a preset."""
+    seeds = (0,)
     if preset == "paper":
         root = need_root(data_root, STUDY)
         rows = [(t, task_ref(t, root), ssm_preset(t, "s4")) for t in TASKS]
@@ -99,13 +99,31 @@ def cells(preset: str = "smoke", *, data_root=None, seeds=None, device: str = "a
         rows = [("digits16", lap.digits(size=16),
                  replace(p, model=model,
                          pretrain=lap.pretraining(3e-3, max_steps=LAPTOP_PRETRAIN_STEPS)))]
-        seeds = seeds or lap.SEEDS
+        seeds = lap.SEEDS
     else:
         raise ValueError(f"study {STUDY}: unknown preset {preset!r}; choose from "
                          f"{', '.join(PRESETS)}")
+    return rows, seeds
+
+
+def cells(preset: str = "smoke", *, data_root=None, seeds=None, device: str = "auto",
+          dry=None, tasks=None) -> list:
+    """One Cell per task x seed (dry: a :class:`spt.studies.check.DryRun` or None)."""
+    rows, own_seeds = _rows(preset, data_root)
     rows = pick_tasks(rows, lambda r: r[0], tasks, STUDY)
     check_data([ref for _, ref, _ in rows], STUDY)  # fail before training, saying what to run
-    return [_cell(n, ref, p, int(s), device, dry) for n, ref, p in rows for s in (seeds or (0,))]
+    return [_cell(n, ref, p, int(s), device, dry) for n, ref, p in rows
+            for s in (seeds or own_seeds)]
+
+
+def stage_views(preset: str = "paper", data_root="DATA", tasks=None) -> list:
+    """[(coords, [StageView], seeds)] of the preset's tasks: one pretraining stage each."""
+    from .stages import StageView
+    rows, seeds = _rows(preset, data_root)
+    rows = pick_tasks(rows, lambda r: r[0], tasks, STUDY)
+    return [({"task": name}, [StageView("pretrain", p.pretrain, p.model, ref,
+                                        objective=p.objective, row=p.row)], len(seeds))
+            for name, ref, p in rows]
 
 
 def run(preset: str = "smoke", out_dir="results", *, data_root=None,
@@ -118,13 +136,20 @@ def run(preset: str = "smoke", out_dir="results", *, data_root=None,
 
 
 def deviations(preset: str = "paper", data_root="DATA"):
-    """Where the preset departs from the paper (a DataFrame; none for the paper preset)."""
-    import pandas as pd
-    if preset == "laptop":
-        return pd.DataFrame([{"task": "digits16", "deviation": "laptop preset: " +
-                              NOTES["laptop"] + ", not LRA's 1,024-pixel images or Table 5's "
-                              "d=512 x 6 model and budget"}])
-    return pd.DataFrame(columns=["task", "deviation"])
+    """Where the preset departs from the paper and why (a DataFrame; see
+    :func:`spt.studies.fidelity.departures_table`): the paper preset's pretraining settings against
+    spt/studies/paper_settings.tsv; the smoke and laptop presets, what they stand in for."""
+    from .fidelity import departures_table
+    if preset not in PRESETS:
+        raise ValueError(f"study {STUDY}: unknown preset {preset!r}; choose from "
+                         f"{', '.join(PRESETS)}")
+    if preset == "paper":
+        return departures_table("06", [(c, v) for c, v, _ in stage_views(preset, data_root)])
+    what = NOTES[preset] if preset == "smoke" else (
+        "laptop preset: " + NOTES["laptop"] + ", not LRA's 1,024-pixel images or Table 5's "
+        "d=512 x 6 model and budget")
+    task = "digits16" if preset == "laptop" else "all"
+    return departures_table("06", [], [({"task": task}, what)])
 
 
 def half_lag(k_max: np.ndarray, lags: np.ndarray) -> int:

@@ -16,12 +16,11 @@ from ..paper import TABLE1
 from .arms import Arm, TaskRef
 from .grid import Entry, GridPreset, grid_study, need_root, smoke_arm, smoke_digits, smoke_listops
 from .smoke import smoke_data_root
-from .tables import compare_table, with_your_models
+from .tables import compare_table, spt_gains, with_gains, with_your_models
 
 STUDY = "01_lra_transformers"
 TASKS = ("listops", "text", "retrieval", "image", "pathfinder", "pathx")
 INITS = ("scratch", "masked", "causal")
-PATIENCE = 10
 
 # Table 4 prints a second "Masked SPT†" row for Pathfinder and PathX where the other tasks have
 # their "Causal SPT†" row, and Table 1 reports causal SPT for both: we read it as the causal row.
@@ -31,7 +30,8 @@ _SECOND_ROW = {"pathfinder": ((1e-3, 1e-3), (256, 128)), "pathx": ((5e-4, 1e-3),
 def paper_arms(task: str) -> dict[str, Arm]:
     """The three arms of Table 1 for `task`, from Table 4."""
     m = transformer_preset(task, "masked")
-    masked = Arm(model=m.model, objective=m.objective, pretrain=m.pretrain, train=m.finetune)
+    masked = Arm(model=m.model, objective=m.objective, pretrain=m.pretrain, train=m.finetune,
+                 row=m.row)
     if task in _SECOND_ROW:
         (ft_lr, pt_lr), (ft_bsz, pt_bsz) = _SECOND_ROW[task]
         causal = Arm(model=replace(m.model, causal=True),
@@ -39,13 +39,15 @@ def paper_arms(task: str) -> dict[str, Arm]:
                      pretrain=replace(m.pretrain, lr=pt_lr, batch_size=pt_bsz),
                      train=replace(m.finetune, lr=ft_lr, batch_size=ft_bsz),
                      note="Table 4 prints a second 'Masked SPT' row here where other tasks have "
-                          "'Causal SPT'; read as the causal row (Table 1 reports causal SPT)")
+                          "'Causal SPT'; read as the causal row (Table 1 reports causal SPT)",
+                     row=("transformer_causal", task))
     else:
         c = transformer_preset(task, "causal")
-        causal = Arm(model=c.model, objective=c.objective, pretrain=c.pretrain, train=c.finetune)
-    scratch = Arm(model=m.model, train=replace(m.finetune, patience=PATIENCE),
+        causal = Arm(model=c.model, objective=c.objective, pretrain=c.pretrain, train=c.finetune,
+                     row=c.row)
+    scratch = Arm(model=m.model, train=m.finetune, row=m.row,
                   note="Table 1 quotes Tay et al.'s from-scratch numbers; we train the masked "
-                       "row's model with its finetuning settings until validation stops improving")
+                       "row's model with its finetuning settings")
     return {"scratch": scratch, "masked": masked, "causal": causal}
 
 
@@ -118,8 +120,11 @@ cells, run, deviations = grid_study(STUDY, PRESETS, "task, init, seed")
 
 def table(ds: xr.Dataset):
     """Mean test accuracy (%) per init x task, beside Table 1 (and a row per init of each of your
-    models, when the run had ``models=``)."""
+    models, when the run had ``models=``), then the gain of each SPT over scratch, paired by
+    seed: mean, 95% interval, seeds ahead."""
     rows = [("Transformer", {"init": "scratch"}, "Transformer (Tay et al.)"),
             ("Transformer + Masked SPT", {"init": "masked"}, "Transformers + Masked SPT"),
             ("Transformer + Causal SPT", {"init": "causal"}, "Transformers + Causal SPT")]
-    return compare_table(ds, with_your_models(ds, rows, "transformer"), TABLE1)
+    gains = spt_gains(ds, [("masked SPT - scratch", "masked", "scratch"),
+                           ("causal SPT - scratch", "causal", "scratch")])
+    return with_gains(compare_table(ds, with_your_models(ds, rows, "transformer"), TABLE1), gains)

@@ -158,7 +158,20 @@ PRESETS = {
         "the laptop preset with continuous pixel values (L1 pretraining) instead of tokens")),
 }
 
-cells, _run_preset, deviations = grid_study(STUDY, PRESETS, "init, seed")
+cells, _run_preset, _deviations = grid_study(STUDY, PRESETS, "init, seed")
+
+NO_PAPER_PRESET = ("the quickstart has no paper preset: it stands in for Table 1's LRA Image row "
+                   "(pixel tokens, a d=64 x 3 Transformer) on 8x8 digits; study "
+                   "01_lra_transformers runs the paper's settings on LRA")
+
+
+def deviations(preset: str = "laptop", data_root="DATA"):
+    """Where the preset departs from the paper (a DataFrame): every quickstart preset stands in
+    for the paper's LRA Image row; "paper" says where the paper's settings are run instead."""
+    if preset == "paper":
+        from .fidelity import departures_table
+        return departures_table("00", [], [({"preset": "paper"}, NO_PAPER_PRESET)])
+    return _deviations(preset, data_root)
 
 
 def run(setup: Setup | str = "laptop", out_dir="results", *,
@@ -261,10 +274,11 @@ def continuous_reference_table(ds: xr.Dataset, metric: str = "test_accuracy"):
 
 def summary_table(ds: xr.Dataset, metric: str = "test_accuracy"):
     """A pandas DataFrame: mean, std, min, max of `metric` per init, and the SPT - scratch gap
-    (per model, as an outer index level, when the Dataset has a "model" dimension)."""
+    paired by seed with its 95% interval and the seeds SPT is ahead on (per model, as an outer
+    index level, when the Dataset has a "model" dimension)."""
     import pandas as pd
 
-    from ..results import gain
+    from ..results import gain, paired_gain
 
     if "model" in ds.dims:
         return pd.concat({str(m): summary_table(ds.sel(model=m), metric) for m in ds.model.values})
@@ -279,6 +293,13 @@ def summary_table(ds: xr.Dataset, metric: str = "test_accuracy"):
     table.loc["spt - scratch"] = [float(gap.mean()), float(gap.std(ddof=1)) if gap.size > 1
                                   else np.nan, float(gap.min()), float(gap.max())] + \
         [np.nan] * (len(cols) - 4)
+    paired = paired_gain(v.sel(init="spt"), v.sel(init="scratch"))
+    table["95% CI"] = ""
+    table["seeds ahead"] = ""
+    low, high = float(paired["low"]), float(paired["high"])
+    table.loc["spt - scratch", "95% CI"] = (f"[{low:+.2f}, {high:+.2f}]" if np.isfinite(low)
+                                            else "n < 2")
+    table.loc["spt - scratch", "seeds ahead"] = f"{int(paired['ahead'])}/{int(paired['n'])}"
     return table.round(2)
 
 

@@ -62,3 +62,60 @@ def with_your_models(ds: xr.Dataset, rows, own: str):
     for m in [str(v) for v in ds.model.values if str(v) not in named]:
         out += [(f"{m} ({i})", {"model": m, "init": str(i)}, None) for i in ds.init.values]
     return out
+
+
+def gain_rows(ds: xr.Dataset, comparisons, *, metric: Optional[str] = None,
+              columns_dim: str = "task", scale: Optional[float] = None):
+    """Rows "gain: <label>" of the paired gain over seeds (:func:`spt.results.paired_gain`): per
+    `columns_dim` value, "+18.3 [+10.1, +26.5], 6/6 ahead" (mean, 95% t interval, seeds ahead).
+
+    comparisons : [(label, treated selection, control selection), ...], e.g.
+                  ("SPT - scratch", {"init": "spt"}, {"init": "scratch"}).
+    """
+    import pandas as pd
+
+    from ..results import format_gain, paired_gain
+
+    metric = _metric(ds, metric)
+    scale = scale if scale is not None else (100.0 if "accuracy" in metric else 1.0)
+    cols = [str(v) for v in ds[columns_dim].values] if columns_dim in ds.dims else ["all"]
+    out = {}
+    for label, treated, control in comparisons:
+        g = paired_gain(ds[metric].sel(treated) * scale, ds[metric].sel(control) * scale)
+        extra = [d for d in g["gain"].dims if d != columns_dim]
+        if extra:
+            raise ValueError(f"gain row {label!r}: dims {extra} left after selecting; select a "
+                             f"value for each")
+        out[f"gain: {label} (95% CI, seeds ahead)"] = {
+            c: format_gain(g.sel({columns_dim: c}) if columns_dim in g.dims else g,
+                           digits=1 if "accuracy" in metric else 3)
+            for c in cols}
+    return pd.DataFrame.from_dict(out, orient="index")
+
+
+def with_gains(table, gains):
+    """`table` (numbers) with the `gains` rows (text) under it, in its columns."""
+    import pandas as pd
+    gains = gains.reindex(columns=table.columns).astype(object)
+    return pd.concat([table.astype(object), gains.where(gains.notna(), "")])
+
+
+def spt_gains(ds: xr.Dataset, pairs, *, compare_dim: str = "init", columns_dim: str = "task",
+              metric: Optional[str] = None):
+    """gain_rows for each (label, treated, control) value pair of `compare_dim`, once per
+    combination of the metric's other grid dims (model, ssm_init ...; seeds pair the runs)."""
+    import itertools
+
+    metric = _metric(ds, metric)
+    groups = [d for d in ds[metric].dims if d not in (compare_dim, columns_dim, "seed")]
+    have = {str(v) for v in ds[compare_dim].values}
+    comps = []
+    for values in itertools.product(*[[str(v) if not isinstance(v, float) else v
+                                       for v in ds[d].values] for d in groups]):
+        sel = dict(zip(groups, values))
+        prefix = " ".join(f"{v}" for v in values)
+        for label, a, b in pairs:
+            if a in have and b in have:
+                comps.append((f"{prefix}: {label}" if prefix else label,
+                              {**sel, compare_dim: a}, {**sel, compare_dim: b}))
+    return gain_rows(ds, comps, metric=metric, columns_dim=columns_dim)

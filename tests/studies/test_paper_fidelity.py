@@ -1,0 +1,193 @@
+"""Every paper preset, field by field, against spt/studies/paper_settings.tsv (the paper's and the
+authors' settings, with sources): a value that differs must be a stated departure
+(spt.studies.departures), so a preset that drifts from the paper fails here. Then the settings the
+second review found wrong or silent, each checked where it lives."""
+import dataclasses
+
+import pytest
+
+from spt.config import DAY, replace, transformer_preset
+from spt.ssm_config import ssm_preset
+from spt.studies import STUDIES, departures, fidelity, quickstart
+from spt.studies.stages import StageView, stage_values, study_stage_views
+
+
+def paper_cells():
+    """[(study number, coords, StageView)] of every stage of every paper preset."""
+    out = []
+    for name in STUDIES:
+        for coords, views, _ in study_stage_views(name, "paper"):
+            out += [(name[:2], coords, v) for v in views]
+    return out
+
+
+@pytest.fixture(scope="module")
+def cells():
+    return paper_cells()
+
+
+def test_the_table_parses_and_every_value_has_a_source():
+    lines = fidelity.read_table()
+    assert len(lines) > 150
+    assert all(line.source for line in lines)
+    assert {f for line in lines for f, _ in line.settings} <= set(fidelity.FIELDS)
+
+
+def test_every_paper_stage_names_a_row_with_its_lr_batch_and_schedule(cells):
+    for study, coords, v in cells:
+        assert v.row and v.row[0] in fidelity.MODEL_KEYS, (study, coords, v.stage)
+        ref = fidelity.reference(study, *v.row, v.stage)  # no two equally specific lines clash
+        for field in ("lr", "batch", "schedule", "warmup", "epochs", "betas", "grad_clip",
+                      "wd_groups", "budget_h", "patience", "selection", "pooling"):
+            assert field in ref, (study, coords, v.stage, field)
+
+
+def test_every_difference_from_the_paper_is_a_stated_departure(cells):
+    found = []
+    for study, coords, v in cells:
+        found += fidelity.compare(study, coords, v)
+    unstated = [(f.coords, f.stage, f.field, fidelity.show(f.ours), fidelity.show(f.theirs))
+                for f in found if not f.stated]
+    assert not unstated, f"drifted from spt/studies/paper_settings.tsv: {unstated[:10]}"
+    assert found  # the departures exist and are found (patience, the text validation split, ...)
+
+
+def test_every_departure_covers_a_difference(cells):
+    used = set()
+    for study, coords, v in cells:
+        for f in fidelity.compare(study, coords, v):
+            model, task = f.row
+            used |= {d for d in departures.DEPARTURES
+                     if d.covers(study, model, task, f.stage, f.field, f.ours)}
+    assert set(departures.DEPARTURES) == used, "a stated departure no preset makes any more"
+
+
+def test_a_drifted_setting_is_caught_and_a_stated_one_is_explained():
+    _, views, _ = study_stage_views("02_transformers_vs_s4", "paper", tasks=["text"])[0]
+    v = views[0]
+    assert not [f for f in fidelity.compare("02", {"task": "text"}, v) if not f.stated]
+    drifted = dataclasses.replace(v, train=replace(v.train, lr=v.train.lr * 2, warmup_steps=7))
+    unstated = {f.field for f in fidelity.compare("02", {"task": "text"}, drifted)
+                if not f.stated}
+    assert unstated == {"lr", "warmup"}
+    stated = [f for f in fidelity.compare("02", {"task": "text"}, v) if f.field == "patience"]
+    assert stated and stated[0].reason == departures.GPU_SAVER
+
+
+def test_a_preset_stage_without_a_row_is_an_error():
+    t = transformer_preset("text", "rotary_masked")
+    v = StageView("finetune", t.finetune, t.model, None)
+    with pytest.raises(ValueError, match="names no row"):
+        fidelity.compare("02", {"task": "text"}, v)
+
+
+def test_equally_specific_lines_that_set_one_field_are_an_error(tmp_path):
+    table = tmp_path / "t.tsv"
+    table.write_text("study\tmodel\ttask\tstage\tsettings\tsource\n"
+                     "*\ts4\t*\t*\tlr=1e-3\ta\n*\ts4\t*\t*\tlr=2e-3\tb\n"
+                     "*\ts4\ttext\t*\twd=0\tc\n")
+    with pytest.raises(ValueError, match="both set lr"):
+        fidelity.reference("02", "s4", "text", "finetune", table)
+    table.write_text("study\tmodel\ttask\tstage\tsettings\tsource\n*\ts4\t*\t*\tlearning=1\ta\n")
+    with pytest.raises(ValueError, match="t.tsv:2"):
+        fidelity.reference("02", "s4", "text", "finetune", table)
+
+
+@pytest.mark.parametrize("study", ["00_quickstart", *STUDIES])
+def test_deviations_cover_every_study_and_preset(study):
+    module = quickstart if study == quickstart.STUDY else STUDIES[study]
+    presets = list(module.PRESETS) + (["paper"] if study == quickstart.STUDY else [])
+    for preset in presets:
+        df = module.deviations(preset)
+        assert len(df), (study, preset)
+        assert not df["why"].str.startswith("UNSTATED").any(), (study, preset)
+        if preset == "paper" and study != quickstart.STUDY:
+            assert set(df["field"]) - {"reading"}, "the paper preset lists its departures"
+
+
+# ---------------------------------------------------------------- the review's findings, one each
+def test_s4_pretraining_warmups_are_the_authors():
+    warm = {t: ssm_preset(t, "s4").pretrain.warmup_steps for t in
+            ("listops", "text", "retrieval", "image", "pathfinder", "pathx")}
+    assert warm == {"listops": 2000, "text": 1000, "retrieval": 2500, "image": 1000,
+                    "pathfinder": 2500, "pathx": 5000}
+
+
+def test_pythia_runs_with_the_authors_optimiser_schedules_pooling_and_pixel_tokens():
+    from spt.studies import text_corpus
+    views = {c["task"]: v[0] for c, v, _ in text_corpus.stage_views("paper")
+             if c["init"] == "pretrained"}
+    for task, v in views.items():
+        t = v.train
+        assert (tuple(t.betas), t.grad_clip, t.max_time, t.weight_decay) == (
+            (0.9, 0.999), None, 2 * DAY, 0.0), task
+    sched = {k: (v.train.schedule, v.train.warmup_steps, v.train.schedule_steps)
+             for k, v in views.items()}
+    assert sched == {"listops": ("cosine", 200, 2000), "text": ("constant", 5000, None),
+                     "retrieval": ("constant", 2500, None), "image": ("constant", 2000, None),
+                     "pathfinder": ("constant", 2500, None)}
+    assert {k: v.model.pooling for k, v in views.items()} == {
+        "listops": "mean", "text": "last", "retrieval": "mean", "image": "mean",
+        "pathfinder": "last"}
+    assert stage_values(views["image"])["tokens"] is True
+
+
+def test_transformers_on_pathx_and_speech_commands_have_five_days():
+    for task, variant in (("pathx", "masked"), ("pathx", "rotary_masked"),
+                          ("speech", "rotary_masked"), ("speech", "rotary_causal")):
+        p = transformer_preset(task, variant)
+        assert p.pretrain.max_time == p.finetune.max_time == 5 * DAY
+    assert transformer_preset("text", "masked").finetune.max_time == DAY
+
+
+def test_s4_from_scratch_is_gu_et_al_v1():
+    p = ssm_preset("pathfinder", "s4")
+    assert (p.scratch.schedule, p.scratch.patience, p.scratch.max_time, p.scratch.warmup_steps,
+            p.scratch.epochs, p.scratch.plateau_patience) == ("plateau", None, None, 0, 200, 10)
+    assert p.scratch_model.causal and p.scratch_model.pooling == "last"
+    text = ssm_preset("text", "s4")
+    assert dict(text.scratch_options) == {"seq_len": 2048}
+    assert text.scratch_row == ("s4_v1", "text")
+
+
+def test_patience_is_stated_and_cannot_stop_a_run_in_its_warmup(cells):
+    patient = [v for _, _, v in cells if v.train.patience is not None]
+    assert patient and all(v.stage != "pretrain" for v in patient)
+    assert all(v.train.patience == departures.PATIENCE for v in patient)
+    assert "warmup has ended" in departures.GPU_SAVER  # the engine's rule, tested in
+    # tests/test_schedules.py::test_patience_does_not_count_epochs_that_end_in_the_warmup
+
+
+def test_s4_cosines_span_the_authors_step_counts():
+    caps = {t: ssm_preset(t, "s4").finetune.max_steps for t in ("text", "image", "pathx")}
+    assert caps == {"text": 50_000, "image": 200_000, "pathx": 500_000}
+    assert ssm_preset("listops", "s4").finetune.schedule == "constant"
+
+
+def test_dlr_has_the_authors_glu_dropout_and_schedules():
+    for t in ("listops", "text", "image", "pathx"):
+        p = ssm_preset(t, "dlr")
+        assert p.model.glu and p.model.dropout == 0.0
+    assert (ssm_preset("text", "dlr").finetune.schedule,
+            ssm_preset("image", "dlr").finetune.schedule) == ("constant", "constant")
+    px = ssm_preset("pathx", "dlr").finetune
+    assert (px.schedule, px.warmup_steps, px.max_steps) == ("cosine", 5000, 250_000)
+
+
+def test_weight_decay_groups_and_heads_are_the_authors():
+    assert ssm_preset("text", "s4").finetune.wd_groups == "all"
+    assert transformer_preset("listops", "masked").pretrain.wd_groups == "all"
+    assert ssm_preset("image", "s4").model.head == "linear"
+    assert ssm_preset("retrieval", "s4").model.head == "mlp"
+    heads = {t: transformer_preset(t, "masked").model.head for t in
+             ("listops", "text", "retrieval", "image", "pathfinder", "pathx")}
+    assert heads == {"listops": "linear", "text": "mlp", "retrieval": "mlp", "image": "mlp",
+                     "pathfinder": "linear", "pathx": "linear"}
+
+
+def test_text_length_and_validation_splits_are_stated():
+    rows = departures.DEPARTURES
+    assert any(d.field == "validation" and d.task == "text" for d in rows)
+    assert any(d.field == "validation" and "bidmc" in d.task for d in rows)
+    ref = fidelity.reference("02", "s4", "text", "finetune")["seq_len"]
+    assert ref.value == 4096 and "2048" in ref.source
