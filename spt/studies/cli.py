@@ -78,21 +78,55 @@ def cmd_batch(args) -> int:
     return 1 if failed else 0
 
 
+def _study_names(names: list) -> list:
+    if names == ["all"]:
+        from . import STUDIES
+        return list(STUDIES)
+    return names
+
+
+def cmd_plan(args) -> int:
+    from .plan import as_dataframe, format_plans, plan
+    params = {k: _value(v) for k, v in args.param}
+    unknown = sorted(set(params) - {"data_root"})
+    if unknown:
+        raise ValueError(f"spt study plan takes -p data_root DIR only, got {unknown}")
+    plans = []
+    for name in _study_names(list(args.name)):
+        ps = plan(name, preset=args.preset, data_root=params.get("data_root"),
+                  tasks=args.tasks or None)
+        print(f"== {name} [{args.preset}]: {len(ps)} stages"
+              + ("" if params.get("data_root") or args.preset != "paper"
+                 else " (sized by the paper's split sizes: spt.data.sizes)"))
+        print(format_plans(ps))
+        plans += ps
+    flagged = [p for p in plans if p.flags]
+    if args.csv:
+        as_dataframe(plans).to_csv(args.csv, index=False)
+        print(f"table: {args.csv}")
+    print(f"{len(plans)} stages, {len(flagged)} flagged")
+    if flagged and not args.allow_flags:
+        print("spt study plan: flagged stages cannot run as intended (see FLAG lines); pass "
+              "--allow-flags to exit 0 anyway", file=sys.stderr)
+        return 1
+    return 0
+
+
 def cmd_check(args) -> int:
-    from .check import as_dataframe, check, summary
+    from ..train.engine import pick_device
+    from .check import ESTIMATE_ASSUMPTION, as_dataframe, check, cost_table, summary
     params = {k: _value(v) for k, v in args.param}
     unknown = sorted(set(params) - {"data_root"})
     if unknown:
         raise ValueError(f"spt study check takes -p data_root DIR only, got {unknown}")
-    names = list(args.name)
-    if names == ["all"]:
-        from . import STUDIES
-        names = list(STUDIES)
     results = []
-    for name in names:
+    for name in _study_names(list(args.name)):
         results += check(name, preset=args.preset, data_root=params.get("data_root"),
-                         batch=args.batch, device=args.device, only=args.only)
+                         batch=args.batch, device=args.device, only=args.only, sizes=args.sizes)
     print(summary(results))
+    device = str(pick_device(args.device))
+    print(f"\nestimated wall time on {device} ({ESTIMATE_ASSUMPTION}):")
+    print(cost_table(results, device).to_string())
     if args.csv:
         as_dataframe(results).to_csv(args.csv, index=False)
         print(f"table: {args.csv}")
@@ -164,8 +198,27 @@ def add_study_commands(subparsers) -> argparse.ArgumentParser:
     q.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
     q.add_argument("--only", default=None, help="regular expression: check only the cells whose "
                    "'dim=value ...' matches (e.g. 'task=(listops|text)')")
+    q.add_argument("--sizes", default="paper", choices=("paper", "data"),
+                   help="size the runs of the cost estimate by the paper's split sizes (default: "
+                        "right for fixtures) or by the data under data_root")
     q.add_argument("--csv", default=None, help="also write the table to this CSV file")
     q.set_defaults(func=_guard(cmd_check))
+
+    q = sub.add_parser("plan", help="what every stage of every cell will do, before it trains",
+                       description="For every cell and stage of a study's preset: examples, steps "
+                       "per epoch, the step cap, warmup, the lr schedule's shape (lr at 0/10/50/100%% "
+                       "of the cap), patience in steps, validations, time budget; flags what cannot "
+                       "work as intended (a warmup that outlasts the run, a cosine that cannot "
+                       "decay, an empty split) and exits 1 on a flag unless --allow-flags. Without "
+                       "-p data_root a paper preset is sized by the paper's split sizes.")
+    q.add_argument("name", nargs="+", help="study name(s) (see `spt study list`), or all")
+    q.add_argument("--preset", default="paper", help="preset to plan (default paper)")
+    q.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
+                   help="data_root DIR: size the runs by the data there")
+    q.add_argument("--tasks", nargs="*", default=None, help="plan only these tasks")
+    q.add_argument("--allow-flags", action="store_true", help="exit 0 even when a stage is flagged")
+    q.add_argument("--csv", default=None, help="also write the plan to this CSV file")
+    q.set_defaults(func=_guard(cmd_plan))
 
     q = sub.add_parser("batch", parents=[common], help="run a grid of parameter settings",
                        description="Expand a grid file into one papermill run per cell under "

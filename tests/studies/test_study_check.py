@@ -103,3 +103,41 @@ def test_dry_run_keeps_the_presets_settings_but_one_step():
     assert (d.batch_size, d.max_steps, d.epochs, d.accum_steps, d.patience) == (2, 1, 1, 1, None)
     with pytest.raises(ValueError, match="batch"):
         DryRun(batch=0)
+
+
+def test_check_estimates_each_stage_from_its_timed_step_and_the_plan(fixtures, capsys):
+    from spt.studies import plan
+    from spt.studies.check import TIMED_STEPS
+    only = CHEAP["02_transformers_vs_s4"]
+    (r,) = check("02_transformers_vs_s4", data_root=str(fixtures), device="cpu", only=only)
+    assert r.ok and set(r.step_seconds) == set(r.estimate_h) == {"pretrain", "finetune"}
+    assert TIMED_STEPS == 2 and all(s > 0 for s in r.step_seconds.values())
+    plans = {p.stage: p for p in plan("02_transformers_vs_s4", preset="paper")
+             if p.cell == only}
+    for stage, hours in r.estimate_h.items():
+        p = plans[stage]  # sized by the paper's split sizes, not the fixtures'
+        seconds = (p.cap * r.step_seconds[stage] * p.batch / 2
+                   + p.validations * p.examples["val"] * r.eval_seconds[stage])
+        assert hours == pytest.approx(min(seconds / 3600, p.budget_h))
+    assert r.hours == pytest.approx(sum(r.estimate_h.values())) and r.seeds == 1
+    assert "est" in r.line() and f"{r.hours:9.1f} h" in r.line()
+
+
+def test_the_cost_table_sums_cells_and_their_seeds():
+    from spt.studies.check import CellCheck, cost_table
+    a = CellCheck("x", {"task": "a"}, estimate_h={"pretrain": 1.0, "finetune": 2.0}, seeds=3)
+    b = CellCheck("x", {"task": "b"}, estimate_h={"scratch": 0.5}, seeds=3)
+    c = CellCheck("y", {"task": "c"}, error="RuntimeError: boom")
+    df = cost_table([a, b, c], "cpu")
+    assert df.loc["x"].to_dict() == {"cells": 2, "estimated": 2, "seeds": 3,
+                                     "hours_one_seed": 3.5, "hours_all_seeds": 10.5}
+    assert df.loc["y", "estimated"] == 0 and df.index.name == "study (cpu)"
+
+
+def test_the_check_command_prints_the_estimate_and_its_assumption(fixtures, capsys):
+    code = main(["study", "check", "06_kernel_decay", "-p", "data_root", str(fixtures),
+                 "--only", CHEAP["06_kernel_decay"], "--device", "cpu"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "estimated wall time on cpu" in out and "step cap x" in out
+    assert "hours_all_seeds" in out
