@@ -109,6 +109,7 @@ class CellCheck:
     step_seconds: dict = dataclasses.field(default_factory=dict)  # stage -> a timed step
     eval_seconds: dict = dataclasses.field(default_factory=dict)  # stage -> s per val example
     estimate_h: dict = dataclasses.field(default_factory=dict)    # stage -> estimated hours
+    unbounded_h: dict = dataclasses.field(default_factory=dict)   # the same without its budget
     seeds: int = 1
 
     @property
@@ -230,9 +231,8 @@ def estimate(r: CellCheck, plans: dict, dry_batch: int) -> None:
         seconds = p.cap * step_s * p.batch / dry_batch
         seconds += p.validations * p.examples.get("val", 0) * r.eval_seconds.get(stage, 0.0)
         hours = seconds / 3600
-        if p.budget_h is not None:
-            hours = min(hours, p.budget_h)
-        r.estimate_h[stage] = hours
+        r.unbounded_h[stage] = hours
+        r.estimate_h[stage] = hours if p.budget_h is None else min(hours, p.budget_h)
         r.seeds = p.seeds
 
 
@@ -302,17 +302,22 @@ def summary(results: Sequence[CellCheck]) -> str:
 
 def cost_table(results: Sequence[CellCheck], device: str = ""):
     """Estimated hours per study on the device the check ran on: its cells (one seed each), the
-    seeds of its preset, the hours of one seed of every cell, and of every seed."""
+    seeds of its preset, the hours of one seed of every cell and of every seed (each stage at most
+    its time budget), the cells whose budget cuts a stage short, and the hours one seed would take
+    without the budgets."""
     import pandas as pd
     rows = {}
     for r in results:
         row = rows.setdefault(r.study, {"cells": 0, "estimated": 0, "seeds": r.seeds,
-                                        "hours_one_seed": 0.0, "hours_all_seeds": 0.0})
+                                        "hours_one_seed": 0.0, "hours_all_seeds": 0.0,
+                                        "cut_by_budget": 0, "unbounded_one_seed": 0.0})
         row["cells"] += 1
         if r.estimate_h:
             row["estimated"] += 1
             row["hours_one_seed"] += r.hours
             row["hours_all_seeds"] += r.hours * r.seeds
+            row["unbounded_one_seed"] += sum(r.unbounded_h.values())
+            row["cut_by_budget"] += any(r.unbounded_h[k] > v for k, v in r.estimate_h.items())
     df = pd.DataFrame.from_dict(rows, orient="index")
     df.index.name = f"study ({device})" if device else "study"
     return df.round(1)
@@ -328,6 +333,7 @@ def as_dataframe(results: Sequence[CellCheck]):
              **{f"{k}_s": v for k, v in r.stage_times.items()}, "cell_s": r.seconds,
              **{f"{k}_step_s": v for k, v in r.step_seconds.items()},
              **{f"{k}_est_h": v for k, v in r.estimate_h.items()}, "est_h": r.hours,
+             "unbounded_h": sum(r.unbounded_h.values()) if r.unbounded_h else math.nan,
              "seeds": r.seeds, "peak_GiB": r.peak_bytes / 2**30, "error": r.error}
             for r in results]
     return pd.DataFrame(rows)

@@ -119,18 +119,22 @@ def test_check_estimates_each_stage_from_its_timed_step_and_the_plan(fixtures, c
         seconds = (p.cap * r.step_seconds[stage] * p.batch / 2
                    + p.validations * p.examples["val"] * r.eval_seconds[stage])
         assert hours == pytest.approx(min(seconds / 3600, p.budget_h))
+        assert r.unbounded_h[stage] == pytest.approx(seconds / 3600)
     assert r.hours == pytest.approx(sum(r.estimate_h.values())) and r.seeds == 1
     assert "est" in r.line() and f"{r.hours:9.1f} h" in r.line()
 
 
 def test_the_cost_table_sums_cells_and_their_seeds():
     from spt.studies.check import CellCheck, cost_table
-    a = CellCheck("x", {"task": "a"}, estimate_h={"pretrain": 1.0, "finetune": 2.0}, seeds=3)
-    b = CellCheck("x", {"task": "b"}, estimate_h={"scratch": 0.5}, seeds=3)
+    a = CellCheck("x", {"task": "a"}, estimate_h={"pretrain": 1.0, "finetune": 2.0},
+                  unbounded_h={"pretrain": 1.0, "finetune": 30.0}, seeds=3)
+    b = CellCheck("x", {"task": "b"}, estimate_h={"scratch": 0.5}, unbounded_h={"scratch": 0.5},
+                  seeds=3)
     c = CellCheck("y", {"task": "c"}, error="RuntimeError: boom")
     df = cost_table([a, b, c], "cpu")
     assert df.loc["x"].to_dict() == {"cells": 2, "estimated": 2, "seeds": 3,
-                                     "hours_one_seed": 3.5, "hours_all_seeds": 10.5}
+                                     "hours_one_seed": 3.5, "hours_all_seeds": 10.5,
+                                     "cut_by_budget": 1, "unbounded_one_seed": 31.5}
     assert df.loc["y", "estimated"] == 0 and df.index.name == "study (cpu)"
 
 
