@@ -17,7 +17,8 @@ backbone encodes each document (shared weights, same parameter names, so a backb
 single documents loads into it), each is pooled, and a head classifies [u, v, u*v, u-v].
 
 Saving and loading (``save_pretrained``, ``from_pretrained``, ``push_to_hub``) come from
-:class:`spt.hub.HubMixin`.
+:class:`spt.models.hub_mixin.HubMixin`; :func:`build_from_config` says how a saved config.json
+becomes a model again.
 """
 from __future__ import annotations
 
@@ -28,13 +29,13 @@ import torch.nn as nn
 
 from ..config import ObjectiveConfig, TransformerConfig
 from ..data.task import TaskSpec
-from ..hub import HubMixin, hub_config
 from ..layer_config import LayerConfig
-from ..model_config import ModelConfigType
+from ..model_config import ModelConfigType, model_config_from_dict
 from ..sgconv_config import SGConvConfig
 from ..ssm_config import SSMConfig
 from .custom import LayerStack
 from .heads import ClassifierHead, ContinuousEncoder, PairClassifierHead, TokenEncoder, TokenHead
+from .hub_mixin import HubMixin, NotAnSptCheckpoint, hub_config
 from .init import apply_init_
 from .positions import AddedPositions
 from .sgconv import SGConvEncoder
@@ -117,7 +118,7 @@ class SequenceModel(nn.Module, HubMixin):
 
     head output: (B, n_out) for a ClassifierHead, (B, L, n_out) for a TokenHead.
 
-    Hub checkpoints (:class:`spt.hub.HubMixin`): ``save_pretrained(folder)``,
+    Hub checkpoints (:class:`spt.models.hub_mixin.HubMixin`): ``save_pretrained(folder)``,
     ``push_to_hub(repo_id)``, ``SequenceModel.from_pretrained(folder or repo_id)``. They need
     ``hub_config`` (set by classifier_model / pretraining_model): the JSON that rebuilds the model.
     """
@@ -128,6 +129,10 @@ class SequenceModel(nn.Module, HubMixin):
 
     def forward(self, inputs, valid=None, masked=None):
         return self.head(self.backbone(inputs, valid, masked), valid)
+
+    @classmethod
+    def build_from_config(cls, config: dict) -> "SequenceModel":
+        return build_from_config(config)
 
 
 def stack_pair(inputs: torch.Tensor, valid: Optional[torch.Tensor], inputs2: torch.Tensor,
@@ -230,3 +235,18 @@ def pretraining_model(cfg: ModelConfigType, spec: TaskSpec,
 
 def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def build_from_config(config: dict):
+    """A freshly initialised SequenceModel for a hub config (weights not loaded).
+
+    A classifier config whose spec has ``pair: true`` builds a DualEncoderModel (classifier_model
+    decides from the spec); configs written before TaskSpec had ``pair`` read it as False.
+    """
+    cfg = model_config_from_dict(config["model_config"])
+    spec = TaskSpec(**config["spec"])
+    if config["kind"] == "pretraining":
+        if not config.get("objective"):
+            raise NotAnSptCheckpoint("a pretraining model's config needs its 'objective'")
+        return pretraining_model(cfg, spec, ObjectiveConfig(**config["objective"]))
+    return classifier_model(cfg, spec)

@@ -15,8 +15,13 @@ from pathlib import Path
 import torch
 
 from ..atomic import DamagedFileError, atomic_write
+from ..models.hub_mixin import NotAnSptCheckpoint
 
 FORMAT = "spt-checkpoint-v1"
+
+
+class CheckpointNotFound(FileNotFoundError, NotAnSptCheckpoint):
+    """No checkpoint file, run folder, hub folder or hub repo at the given place."""
 
 
 def atomic_save(obj, path: Path) -> None:
@@ -57,22 +62,29 @@ _DAMAGED_FIX = {
 _REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
-def load_checkpoint(path) -> dict:
-    """A training checkpoint: best.pt (or its run folder), an spt hub folder or repo id
-    (spt.hub.export_checkpoint), or a dict already loaded by spt.hub.load_checkpoint."""
+def load_checkpoint(path, **hub_kw) -> dict:
+    """A training checkpoint as the dict finetune() reads: a run's best.pt (or its run folder), an
+    spt hub folder or repo id (:func:`spt.hub.export_checkpoint`, ``model.save_pretrained``), or a
+    dict already loaded by this function (returned as it is). hub_kw (revision, token, ...) go to
+    the hub download.
+
+    Keys: format, stage, model_config, spec, objective, model (the state dict), path; from a hub
+    folder also hub_config (a classifier's head is included, but finetune() replaces it).
+    """
     if isinstance(path, dict):
         return path
     p = Path(path)
     if (p.is_dir() and not (p / "best.pt").exists() and (p / "config.json").exists()) or \
             (not p.exists() and _REPO_ID.match(str(path))):
-        from ..hub import load_checkpoint as load_hub_checkpoint
-        return load_hub_checkpoint(str(path))
+        return _hub_checkpoint(str(path), **hub_kw)
     path = Path(path)
     if path.is_dir():
         path = path / "best.pt"
     if not path.exists():
-        raise FileNotFoundError(f"no checkpoint at {path}; pass the best.pt written by pretrain() "
-                                f"or its run folder")
+        raise CheckpointNotFound(
+            f"no checkpoint at {path}: it is neither a local folder nor a reachable hub repo with "
+            f"config.json, nor a checkpoint file. Pass the best.pt written by pretrain() or its run "
+            f"folder, a hub folder or a hub repo id")
     ckpt = read_checkpoint(path)
     if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
         raise ValueError(f"{path} is not an spt checkpoint (expected format {FORMAT!r})")
@@ -104,3 +116,18 @@ def load_backbone(model: torch.nn.Module, ckpt: dict) -> None:
                      "(finetune() does this) and the same task.")
         raise ValueError("\n".join(lines))
     model.backbone.load_state_dict(state, strict=True)
+
+
+def _hub_checkpoint(source: str, **hub_kw) -> dict:
+    """A hub folder / repo id as a checkpoint dict (see load_checkpoint)."""
+    from ..models.hub_mixin import load_weights, read_config
+    from ..models.model import build_from_config
+
+    config = read_config(source, **hub_kw)
+    model = build_from_config(config)
+    load_weights(model, str(source), **hub_kw)
+    training = config.get("training") or {}
+    stage = training.get("stage") or ("pretrain" if config["kind"] == "pretraining" else "finetune")
+    return {"format": FORMAT, "stage": stage, "model_config": config["model_config"],
+            "spec": config["spec"], "objective": config.get("objective"),
+            "model": model.state_dict(), "path": str(source), "hub_config": config}
