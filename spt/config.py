@@ -20,6 +20,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Literal, Optional
 
+from .compat import LATER_TRAIN_FIELDS  # noqa: F401  (public here: the TrainConfig fields files may lack)
+
 Positions = Literal["sinusoidal", "learned", "rotary", "none"]
 Pooling = Literal["mean", "max", "last"]
 # The classifier after pooling: "mlp" Linear(d, d) -> GELU -> Linear(d, n_out); "linear" one
@@ -324,11 +326,10 @@ class TrainConfig:
                 _check_positive(c, name, v)
 
 
-# TrainConfig fields added after checkpoints and result files were first written, with the
-# value those files ran with: a stored config without the field is read as holding it.
-LATER_TRAIN_FIELDS = {"eval_every": 1, "wd_groups": "matrices", "schedule_steps": None,
-                      "plateau_patience": 10, "plateau_factor": 0.2, "lr_milestones": [],
-                      "lr_gamma": 0.1}
+# TrainConfig fields that say where or how fast a run executes, never what it computes: a killed run
+# may resume with other values, and a result computed on a GPU is the same study cell on a CPU.
+EXECUTION_FIELDS = frozenset({"device", "num_workers", "progress", "pin_memory", "prefetch_factor",
+                              "distributed", "compile", "grad_checkpointing", "eval_batch_size"})
 
 
 def replace(cfg, **changes):

@@ -1,4 +1,4 @@
-"""The config of a stack of any sequence layer, named by its import path (:mod:`spt.models.custom`).
+"""The config of a stack of any sequence layer, named by its import path (:mod:`spt.models.user_layers`).
 
 A researcher's own layer enters spt's protocol (pretrain, finetune, train_from_scratch, checkpoints,
 the hub) through :class:`LayerConfig`: the config stores where the class lives
@@ -7,7 +7,7 @@ checkpoint rebuilds the model in any process that can import that module. spt ke
 of names: the import path is the name.
 
 A plain dataclass with no torch import, so the model-config registry (:mod:`spt.model_config`) can
-name it; importing and building the layer happens in :mod:`spt.models.custom`.
+name it; importing and building the layer happens in :mod:`spt.models.user_layers`.
 """
 from __future__ import annotations
 
@@ -114,7 +114,7 @@ class LayerConfig:
     d_model      : width D; every layer maps (B, L, D) -> (B, L, D).
     n_layers     : depth: the number of layer instances (each in a pre-norm residual block).
     causal       : True when output t may depend only on inputs <= t (next-token pretraining).
-    bidirectional: run every layer as :class:`spt.models.custom.Bidirectional` (one causal copy
+    bidirectional: run every layer as :class:`spt.models.user_layers.Bidirectional` (one causal copy
                    forward, one over the reversed sequence): a causal-only layer (Mamba, S5) then
                    gives a non-causal stack for masked pretraining. Needs causal=False.
     positions    : "none" | "sinusoidal" | "learned": a position table added to the layer stack's
@@ -125,7 +125,7 @@ class LayerConfig:
                    or "linear" (one Linear(D, n_out)).
     dropout      : on the stack's input and on every layer's output, before the residual sum.
 
-    How the layer is constructed and called is the contract in :mod:`spt.models.custom`.
+    How the layer is constructed and called is the contract in :mod:`spt.models.user_layers`.
     """
 
     layer: Union[str, type]

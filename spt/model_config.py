@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Union
 
+from .compat import LATER_MODEL_FIELDS, OLD_CONFIG_NAMES, without_later_fields
 from .config import TransformerConfig
 from .layer_config import LayerConfig
 from .sgconv_config import SGConvConfig
@@ -18,23 +19,12 @@ ModelConfigType = Union[TransformerConfig, SSMConfig, SGConvConfig, LayerConfig]
 
 MODEL_CONFIG_TYPES: tuple[type, ...] = (TransformerConfig, SSMConfig, SGConvConfig, LayerConfig)
 
-# Names under which earlier versions of spt stored a config type: the Transformer's config was
-# called "ModelConfig", and a dict without "type" was one.
-_OLD_NAMES = {"ModelConfig": "TransformerConfig"}
-
-# Model-config fields added after checkpoints and result files were first written, with the value
-# those files ran with. A config holding that value is stored without the field, so its stored form
-# is the one it had before the field existed: a study's result files, a run's last.pt (resuming
-# compares stored configs) and hub folders still match the configs that made them. A stored dict
-# without the field reads back as holding that value.
-LATER_MODEL_FIELDS = {"head": "mlp"}
 
 
 def model_config_to_dict(cfg: ModelConfigType) -> dict:
     """{"type": class name, **fields}: how checkpoints store a model config. Fields of
     LATER_MODEL_FIELDS at their listed value are left out (see there)."""
-    fields = {k: v for k, v in dataclasses.asdict(cfg).items()
-              if not (k in LATER_MODEL_FIELDS and v == LATER_MODEL_FIELDS[k])}
+    fields = without_later_fields(dataclasses.asdict(cfg), LATER_MODEL_FIELDS)
     return {"type": type(cfg).__name__, **fields}
 
 
@@ -44,7 +34,7 @@ def model_config_from_dict(d: dict) -> ModelConfigType:
     a field of LATER_MODEL_FIELDS holds its listed value (a dict without "head" has head "mlp")."""
     d = dict(d)
     name = d.pop("type", "TransformerConfig")
-    name = _OLD_NAMES.get(name, name)
+    name = OLD_CONFIG_NAMES.get(name, name)
     for cls in MODEL_CONFIG_TYPES:
         if cls.__name__ == name:
             names = {f.name for f in dataclasses.fields(cls)}

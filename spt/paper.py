@@ -8,9 +8,6 @@ Requires Data-Driven Priors", ICLR 2024 (arXiv:2310.02980). Accuracies in percen
 """
 from __future__ import annotations
 
-CITATION = ("Amos, Berant & Gupta, Never Train from Scratch: Fair Comparison of Long-Sequence "
-            "Models Requires Data-Driven Priors, ICLR 2024")
-
 LRA = ("listops", "text", "retrieval", "image", "pathfinder", "pathx")
 
 # Table 1: Tay et al. (2020) sizes. Top row from Tay et al.; bottom rows SPT (this paper).

@@ -19,7 +19,8 @@ from spt.data.collate import pad_collate
 from spt.data.task import TaskSpec
 from spt.layer_config import LayerConfig, layer_path
 from spt.model_config import model_config_from_dict, model_config_to_dict
-from spt.models.custom import (
+from spt.models.model import SequenceModel, classifier_model, pretraining_model
+from spt.models.user_layers import (
     Bidirectional,
     LayerStack,
     check_causal,
@@ -27,7 +28,6 @@ from spt.models.custom import (
     reverse_index,
     reverse_valid,
 )
-from spt.models.model import SequenceModel, classifier_model, pretraining_model
 from spt.train import finetune, pretrain, train_from_scratch
 from spt.train.optim import param_groups
 

@@ -1,4 +1,4 @@
-"""The third-party layer adapters (spt.models.extras), each skipped unless its optional package is
+"""The third-party layer adapters (spt.models.library_layers), each skipped unless its optional package is
 installed (pip install 'spt[mamba]' / 'spt[s5]' / 'spt[gss]'). CPU, tiny sizes."""
 import pytest
 import torch
@@ -6,8 +6,8 @@ import torch
 from spt.config import ObjectiveConfig
 from spt.data.task import TaskSpec
 from spt.layer_config import LayerConfig
-from spt.models.custom import LayerStack, check_causal
 from spt.models.model import SequenceModel, pretraining_model
+from spt.models.user_layers import LayerStack, check_causal
 
 SPEC = TaskSpec("toy", seq_len=24, num_classes=3, vocab_size=12)
 ADAPTERS = {"MambaLayer": ("mambapy", {"d_state": 4, "expand": 2, "d_conv": 3}),
@@ -17,7 +17,7 @@ ADAPTERS = {"MambaLayer": ("mambapy", {"d_state": 4, "expand": 2, "d_conv": 3}),
 
 def _cfg(name, **kw):
     pytest.importorskip(ADAPTERS[name][0])
-    return LayerConfig(f"spt.models.extras:{name}", kwargs=ADAPTERS[name][1], d_model=8,
+    return LayerConfig(f"spt.models.library_layers:{name}", kwargs=ADAPTERS[name][1], d_model=8,
                        n_layers=1, **kw)
 
 
@@ -51,7 +51,7 @@ def test_bidirectional_adapter_ignores_padding_and_round_trips(name, tmp_path):
 def test_missing_package_says_what_to_install(monkeypatch):
     import sys
 
-    from spt.models.extras import GSSLayer, MambaLayer, S5Layer
+    from spt.models.library_layers import GSSLayer, MambaLayer, S5Layer
     monkeypatch.setitem(sys.modules, "mambapy", None)
     monkeypatch.setitem(sys.modules, "mambapy.mamba", None)
     monkeypatch.setitem(sys.modules, "s5", None)

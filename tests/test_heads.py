@@ -29,7 +29,7 @@ CONFIGS = {
                                      dropout=0.0),
     "s4": SSMConfig(kind="s4", d_model=D, n_layers=1, d_state=4, max_len=32),
     "sgconv": SGConvConfig(d_model=D, n_layers=1, kernel_dim=4, max_len=32),
-    "layer": LayerConfig("spt.models.examples:DecayMix", d_model=D, n_layers=1),
+    "layer": LayerConfig("spt.models.layer_template:DecayMix", d_model=D, n_layers=1),
 }
 
 

@@ -14,8 +14,8 @@ import torch
 
 from spt.config import ObjectiveConfig, replace
 from spt.data.fixtures import write_fixtures
+from spt.data.registry import load_task
 from spt.data.task import TaskSpec
-from spt.data.tasks import load_task
 from spt.models.model import pretraining_model
 from spt.studies import transformers_vs_s4
 from spt.studies.arms import run_arm

@@ -8,7 +8,7 @@ from spt.config import ObjectiveConfig, TrainConfig
 from spt.data.digits import digits_task
 from spt.ssm_config import SSMConfig
 from spt.train.checkpoint import load_checkpoint
-from spt.train.loop import finetune, pretrain, train_from_scratch
+from spt.train.runs import finetune, pretrain, train_from_scratch
 
 
 @pytest.fixture(scope="module")

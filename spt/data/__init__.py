@@ -3,8 +3,8 @@ from .collate import pad_collate
 from .digits import digits_task
 from .errors import DataError, DataFormatError, DataMissingError
 from .fractions import FRACTIONS, nested_subset
+from .registry import TASK_NAMES, describe_task, load_task
 from .task import EOS_ID, MASK_ID, PAD_ID, UNK_ID, Task, TaskSpec
-from .tasks import TASK_NAMES, describe_task, load_task
 
 __all__ = ["Task", "TaskSpec", "pad_collate", "digits_task", "PAD_ID", "MASK_ID", "UNK_ID",
            "EOS_ID", "DataError", "DataFormatError", "DataMissingError", "FRACTIONS", "nested_subset",

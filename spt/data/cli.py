@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .errors import DataError
 from .prepare import PrepareError
-from .tasks import TASK_NAMES
+from .registry import TASK_NAMES
 
 ACTIONABLE = (DataError, PrepareError, FileExistsError)
 
@@ -56,7 +56,7 @@ def cmd_prepare(args) -> int:
 @_guard
 def cmd_info(args) -> int:
     """Print a task's splits, sequence length, classes and vocabulary / channels."""
-    from .tasks import describe_task
+    from .registry import describe_task
 
     info = describe_task(args.task, args.root, **_loader_options(args))
     if args.json:
@@ -132,7 +132,7 @@ def cmd_fixtures(args) -> int:
     import time
 
     from .fixtures import write_fixtures
-    from .tasks import load_task
+    from .registry import load_task
 
     tasks = TASK_NAMES if args.tasks is None else [t.strip() for t in args.tasks.split(",")
                                                     if t.strip()]

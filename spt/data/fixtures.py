@@ -51,22 +51,12 @@ import numpy as np
 
 from ..atomic import atomic_dir
 from .generated import GENERATED_MARK
+from .registry import TASK_DIRS
 
 GENERATOR = "spt.data.fixtures"
 
-# The same folders as spt.data.tasks.TASK_DIRS (checked by the tests); image and scifar share one.
-FOLDERS = {
-    "listops": Path("lra_release/listops-1000"),
-    "text": Path("imdb"),
-    "retrieval": Path("lra_release/tsv_data"),
-    "image": Path("cifar10"),
-    "pathfinder": Path("lra_release/pathfinder32/curv_contour_length_14"),
-    "pathx": Path("lra_release/pathfinder128/curv_contour_length_14"),
-    "pathx256": Path("lra_release/pathfinder256/curv_contour_length_14"),
-    "scifar": Path("cifar10"),
-    "speech": Path("speech_commands"),
-    "bidmc": Path("bidmc"),
-}
+# Each task's folder under the data root, as the readers look for it (image and scifar share one).
+FOLDERS = TASK_DIRS
 
 # Speech Commands v0.02: the 20 core words, the 10 auxiliary words of v0.01, the 5 added in v0.02.
 SPEECH_WORDS = ("yes", "no", "up", "down", "left", "right", "on", "off", "stop", "go",

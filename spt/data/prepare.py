@@ -292,7 +292,7 @@ def prepare_task(name: str, root, source: Optional[str] = None, *,
     Raises PrepareError; when a source cannot be reached its message is one line naming the task,
     what could not be reached and how to pass a file fetched by hand with ``--source``.
     """
-    from .tasks import TASK_NAMES
+    from .registry import TASK_NAMES
 
     if name not in TASK_NAMES:
         raise ValueError(f"unknown task {name!r}; choose from {', '.join(TASK_NAMES)}")
@@ -312,7 +312,7 @@ def prepare_task(name: str, root, source: Optional[str] = None, *,
 
 def _prepare(name: str, root: Path, source: Optional[str], hub_fetch: Callable, opener: Callable,
              log: Callable, options: dict) -> dict:
-    from .tasks import describe_task
+    from .registry import describe_task
 
     t0 = time.time()
     local = Path(source) if source and Path(source).is_file() else None  # unpack it in place

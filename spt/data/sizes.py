@@ -23,7 +23,7 @@ from .bidmc import TARGETS, bidmc_splits
 from .fractions import subset_size
 from .images import cifar_splits
 from .pathfinder import DIFFICULTY, KNOWN_EMPTY, RESOLUTIONS, pathfinder_splits
-from .tasks import LOADERS
+from .registry import TASKS
 from .text import imdb_splits
 
 # LRA ListOps, lra_release/listops-1000/basic_{train,val,test}.tsv, data rows (the header line is
@@ -136,12 +136,12 @@ def skipped_images(resolution: int, difficulty: str) -> int:
 def official_counts(task: str, **options) -> dict:
     """The official file counts of `task` (keys as :func:`split_sizes` takes them).
 
-    options : the task loader's options (see :data:`spt.data.tasks.LOADERS`); only bidmc's
+    options : the task loader's options (see :data:`spt.data.registry.TASKS`); only bidmc's
               `target` and the pathfinders' `difficulty` are checked, the others do not change
               the counts. An option the loader does not take is an error naming the ones it does.
     """
     _check_task(task)
-    takes = [n for n in inspect.signature(LOADERS[task]).parameters
+    takes = [n for n in inspect.signature(TASKS[task].loader).parameters
              if n not in ("root", "folder", "resolution")]
     unknown = sorted(set(options) - set(takes))
     if unknown:

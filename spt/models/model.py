@@ -9,7 +9,7 @@ The layer stack is the seam between the architectures: any ``nn.Module`` with
 ``forward(x (B, L, D), valid (B, L) bool or None) -> (B, L, D)`` and a ``causal`` attribute (True
 when position t only sees positions <= t) can be a Backbone's ``layers``. :func:`build_layers` makes
 the stack of a model config (Transformer, SSM, SGConv, or a :class:`~spt.layer_config.LayerConfig`
-naming any user layer class, :mod:`spt.models.custom`) and :func:`build_backbone` the whole
+naming any user layer class, :mod:`spt.models.user_layers`) and :func:`build_backbone` the whole
 backbone.
 
 Pair tasks (``TaskSpec.pair``, LRA Retrieval) get a :class:`DualEncoderModel`: the same one
@@ -33,7 +33,6 @@ from ..layer_config import LayerConfig
 from ..model_config import ModelConfigType, model_config_from_dict
 from ..sgconv_config import SGConvConfig
 from ..ssm_config import SSMConfig
-from .custom import LayerStack
 from .heads import ClassifierHead, ContinuousEncoder, PairClassifierHead, TokenEncoder, TokenHead
 from .hub_mixin import HubMixin, NotAnSptCheckpoint, hub_config
 from .init import apply_init_
@@ -41,6 +40,7 @@ from .positions import AddedPositions
 from .sgconv import SGConvEncoder
 from .ssm import SSMEncoder
 from .transformer import TransformerEncoder
+from .user_layers import LayerStack
 
 
 def build_layers(cfg: ModelConfigType) -> nn.Module:

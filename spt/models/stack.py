@@ -1,5 +1,5 @@
 """A stack of residual blocks followed by a final LayerNorm: the layer stack of the Transformer and
-of a user's layers (:class:`~spt.models.custom.LayerStack`)."""
+of a user's layers (:class:`~spt.models.user_layers.LayerStack`)."""
 from __future__ import annotations
 
 from typing import Iterable, Optional

@@ -38,7 +38,7 @@ from .cells import Cell, scalar_dataset
 class TaskRef:
     """A task to load by name inside a (possibly spawned) worker.
 
-    name     : "digits" (embedded, no data root) or a task of :func:`spt.data.tasks.load_task`.
+    name     : a task of :data:`spt.data.registry.TASKS` ("digits" needs no data root).
     root     : data root for the named tasks.
     fraction : nested fraction of the training split (Fig. 3).
     options  : loader options as (key, value) pairs, e.g. (("seq_len", 512),) or for digits
@@ -61,18 +61,7 @@ class TaskRef:
                     longest(task.test, self.limit))
 
     def _load(self) -> Task:
-        if self.name == "digits":
-            from ..data.digits import digits_task
-            from ..data.fractions import nested_subset
-            task = digits_task(**dict(self.options))
-            if self.fraction == 1.0:
-                return task
-            # the nested fraction of the (n_train) training split, as load_task does
-            return Task(task.spec, nested_subset(task.train, self.fraction), task.val, task.test)
-        from ..data.tasks import load_task
-        if self.root is None:
-            raise ValueError(f"task {self.name!r} needs a data root: pass data_root (see `spt data "
-                             f"prepare {self.name} --root DIR`)")
+        from ..data.registry import load_task
         return load_task(self.name, self.root, fraction=self.fraction, **dict(self.options))
 
     def to_dict(self) -> dict:

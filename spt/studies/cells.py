@@ -29,7 +29,8 @@ import numpy as np
 import torch
 import xarray as xr
 
-from ..config import LATER_TRAIN_FIELDS
+from ..compat import LATER_TRAIN_FIELDS
+from ..config import EXECUTION_FIELDS
 from ..results import combine_results, read_result, run_config, write_result
 from .claims import release, try_claim
 
@@ -73,10 +74,6 @@ class ResultConfigMismatch(FileExistsError, ValueError):
     """A result file of this cell exists but was made with another configuration."""
 
 
-# Settings that say where or how fast a run executed, not what it computed: a cell made on a GPU
-# is the same cell on a CPU (TrainConfig fields; spt.train.engine.RESUMABLE_FIELDS less max_time).
-EXECUTION_FIELDS = frozenset({"device", "num_workers", "progress", "pin_memory", "prefetch_factor",
-                              "distributed", "compile", "grad_checkpointing", "eval_batch_size"})
 
 
 def _identity(config):

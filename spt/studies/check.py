@@ -262,7 +262,7 @@ def check(study: str, *, preset: str = "paper", data_root=None, batch: int = 2,
     Returns one CellCheck per cell, with its estimated hours; nothing is written outside
     temporary folders.
     """
-    from ..train.engine import pick_device
+    from ..train.distributed import device_for
     from . import STUDIES
 
     if study not in STUDIES:
@@ -278,9 +278,9 @@ def check(study: str, *, preset: str = "paper", data_root=None, batch: int = 2,
         pattern = re.compile(only)
         cells = [c for c in cells if pattern.search(" ".join(f"{k}={v}" for k, v in c.coords.items()))]
     log(f"{study} [{preset}]: dry run of {len(cells)} cells, batch {batch}, device "
-        f"{pick_device(device)}")
+        f"{device_for(device)}")
     plans = _plans(study, preset, data_root, sizes)
-    return run_check(study, cells, pick_device(device), log, plans=plans, dry_batch=batch)
+    return run_check(study, cells, device_for(device), log, plans=plans, dry_batch=batch)
 
 
 def _plans(study: str, preset: str, data_root, sizes: str) -> dict:

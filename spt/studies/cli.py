@@ -113,7 +113,7 @@ def cmd_plan(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from ..train.engine import pick_device
+    from ..train.distributed import device_for
     from .check import ESTIMATE_ASSUMPTION, as_dataframe, check, cost_table, summary
     params = {k: _value(v) for k, v in args.param}
     unknown = sorted(set(params) - {"data_root"})
@@ -124,7 +124,7 @@ def cmd_check(args) -> int:
         results += check(name, preset=args.preset, data_root=params.get("data_root"),
                          batch=args.batch, device=args.device, only=args.only, sizes=args.sizes)
     print(summary(results))
-    device = str(pick_device(args.device))
+    device = str(device_for(args.device))
     print(f"\nestimated wall time on {device} ({ESTIMATE_ASSUMPTION}):")
     print(cost_table(results, device).to_string())
     if args.csv:
@@ -180,7 +180,6 @@ def add_study_commands(subparsers) -> argparse.ArgumentParser:
     q.add_argument("--out", required=True, help="output folder")
     q.add_argument("--quiet", action="store_true", help="do not stream the notebook's output "
                    "(by default each finished cell prints a line: its metric and time)")
-    q.add_argument("--log-output", action="store_true", help=argparse.SUPPRESS)  # the default now
     q.set_defaults(func=_guard(cmd_run))
 
     q = sub.add_parser("check", help="dry-run every cell of a preset at its real shapes",

@@ -26,7 +26,7 @@ from .grid import (
     spt_arm,
 )
 from .lra_transformers import task_ref
-from .tables import with_gains
+from .tables import mean_rows, with_gains
 
 STUDY = "08_compute_tied"
 SHARES = (0.0, 0.2, 0.4, 0.6)
@@ -91,10 +91,11 @@ def table(ds: xr.Dataset):
     interval, seeds ahead."""
     import pandas as pd
 
-    acc = ds["test_accuracy"].mean("seed") * 100
-    ours = {f"{float(s):.0%} SPT (ours)": {f"{t}_{m}": float(acc.sel(task=t, model=m, spt_share=s))
-                                           for t in acc.task.values for m in acc.model.values}
-            for s in acc.spt_share.values}
+    acc = ds["test_accuracy"]
+    columns = {f"{t}_{m}": {"task": t, "model": m} for t in acc.task.values
+               for m in acc.model.values}
+    ours = mean_rows(ds, {f"{float(s):.0%} SPT (ours)": {"spt_share": s}
+                          for s in acc.spt_share.values}, columns)
     paper = {f"{s:.0%} SPT (paper)": v for s, v in TABLE8.items()}
     table = pd.DataFrame.from_dict({**ours, **paper}, orient="index").round(2)
     scratch = ds["test_accuracy"].sel(spt_share=0.0) * 100

@@ -71,7 +71,7 @@ def need_root(data_root, study: str) -> str:
 
 def check_data(refs: Sequence[TaskRef], study: str) -> None:
     """Fail before training if any task's data folder is missing, listing what to run."""
-    from ..data.tasks import TASK_DIRS
+    from ..data.registry import TASK_DIRS
     missing = {}
     for r in refs:
         if r.name in TASK_DIRS and r.root is not None and not (Path(r.root) / TASK_DIRS[r.name]).exists():

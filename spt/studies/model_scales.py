@@ -31,7 +31,7 @@ from .grid import (
     spt_arm,
 )
 from .lra_transformers import task_ref
-from .tables import spt_gains, with_gains
+from .tables import mean_rows, spt_gains, with_gains
 
 STUDY = "09_model_scales"
 SIZES = (100e3, 300e3, 1e6, 3e6, 10e6)
@@ -127,15 +127,16 @@ def table(ds: xr.Dataset):
     then SPT's gain over scratch per model, paired by seed: mean, 95% interval, seeds ahead."""
     import pandas as pd
 
-    acc = ds["test_accuracy"].mean("seed") * 100
     names = {("transformer", "scratch"): "Transformer+Rotary",
              ("transformer", "spt"): "Transformer+Rotary + Masked SPT",
              ("s4", "scratch"): "S4", ("s4", "spt"): "S4 + Masked SPT"}
+    sizes = {f"{s:g}": {"size": s} for s in ds["size"].values}
+    ours = mean_rows(ds, {name: {"model": m, "init": i} for (m, i), name in names.items()
+                          if m in ds.model.values}, sizes)
     rows = {}
-    for (m, i), name in names.items():
-        if m in acc.model.values:
-            rows[f"{name} (ours)"] = {f"{s:g}": float(acc.sel(model=m, init=i, size=s))
-                                      for s in acc["size"].values}
+    for name in names.values():
+        if name in ours:
+            rows[f"{name} (ours)"] = ours[name]
         rows[f"{name} (paper)"] = {f"{s:g}": v for s, v in TABLE9[name].items()}
     table = pd.DataFrame.from_dict(rows, orient="index").round(2)
     gains = spt_gains(ds, [("SPT - scratch", "spt", "scratch")], columns_dim="size")

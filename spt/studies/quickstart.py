@@ -203,7 +203,7 @@ def comparison_models(setup: Setup, layer=None, kwargs: Optional[dict] = None, n
                       d_model: Optional[int] = None, n_layers: Optional[int] = None) -> dict:
     """{name: config} of the models to run beside the quickstart's Transformer, sized like it.
 
-    layer    : your layer class or its import path "module:Class" (:mod:`spt.models.custom`);
+    layer    : your layer class or its import path "module:Class" (:mod:`spt.models.user_layers`);
                None: only the shipped ones.
     shipped  : spt's own models to add: "s4", "s4d", "dlr" (SSMConfig) and "sgconv".
     bidirectional : wrap a causal-only layer (Mamba, S5) so masked SPT can train it.

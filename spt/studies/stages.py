@@ -52,10 +52,10 @@ class StageView:
 
 def _loader_default(task: str, option: str):
     """The default of a task loader's keyword `option` (e.g. text's seq_len), or None."""
-    from ..data.tasks import LOADERS
-    fn = LOADERS.get(task)
-    if fn is None:
+    from ..data.registry import TASKS
+    if task not in TASKS:
         return None
+    fn = TASKS[task].loader
     try:
         p = inspect.signature(fn).parameters.get(option)
     except (TypeError, ValueError):

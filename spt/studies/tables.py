@@ -119,3 +119,12 @@ def spt_gains(ds: xr.Dataset, pairs, *, compare_dim: str = "init", columns_dim: 
                 comps.append((f"{prefix}: {label}" if prefix else label,
                               {**sel, compare_dim: a}, {**sel, compare_dim: b}))
     return gain_rows(ds, comps, metric=metric, columns_dim=columns_dim)
+
+
+def mean_rows(ds: xr.Dataset, rows: dict, columns: dict, metric: str = "test_accuracy",
+              scale: float = 100.0) -> dict:
+    """{row label: {column label: mean over seeds of metric * scale}} where each row and column
+    label maps to a selection ({dim: value}) and a cell is their joint selection."""
+    mean = ds[metric].mean("seed") * scale
+    return {r: {c: float(mean.sel({**rsel, **csel})) for c, csel in columns.items()}
+            for r, rsel in rows.items()}

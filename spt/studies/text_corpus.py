@@ -29,8 +29,8 @@ from typing import Optional, Sequence
 import torch
 import xarray as xr
 
+from ..compat import LATER_MODEL_FIELDS, without_later_fields
 from ..config import DAY, PAPER_OPTIM, PAPER_PATIENCE, TrainConfig, replace, to_dict
-from ..model_config import LATER_MODEL_FIELDS
 from ..models.pretrained_lm import PYTHIA_70M, LMConfig, lm_classifier
 from ..models.tiny_lm import TinyLMConfig, train_tiny_text_lm
 from ..paper import TABLE2
@@ -54,7 +54,7 @@ class TaskRow:
     """One task of a preset.
 
     name       : the task coordinate in the results ("listops", "digits", ...).
-    task       : loader name: "digits" or a name of :func:`spt.data.tasks.load_task`.
+    task       : loader name: "digits" or a name of :func:`spt.data.registry.load_task`.
     options    : loader options as (key, value) pairs (e.g. (("tokens", True),) for pixel tokens).
     lr, batch_size : finetuning learning rate and (global) batch size (Table 5, Pythia row).
     micro_batch : examples per forward pass (memory only: gradients are accumulated over
@@ -185,8 +185,7 @@ def smoke_lm_dir(tiny: TinyLMConfig, root=None) -> Path:
 def lm_dict(lm: LMConfig) -> dict:
     """How a cell stores its LMConfig: its fields, those of LATER_MODEL_FIELDS left out at the
     value runs written before them had (so those runs still resume and count as their cell)."""
-    return {k: v for k, v in dataclasses.asdict(lm).items()
-            if not (k in LATER_MODEL_FIELDS and v == LATER_MODEL_FIELDS[k])}
+    return without_later_fields(dataclasses.asdict(lm), LATER_MODEL_FIELDS)
 
 
 def stage_views(preset_name: str = "paper", data_root="DATA", tasks=None) -> list:

@@ -133,8 +133,10 @@ def current_env() -> DistEnv:
     return SINGLE
 
 
-def device_for(env: DistEnv, name: str) -> torch.device:
-    """The device of this rank for TrainConfig.device `name` ("auto" -> cuda:LOCAL_RANK or cpu)."""
+def device_for(name: str, env: Optional[DistEnv] = None) -> torch.device:
+    """The device of this rank for a device name such as TrainConfig.device: "auto" -> cuda
+    (cuda:LOCAL_RANK under torchrun) or cpu. env: the process group's (None: the current one)."""
+    env = current_env() if env is None else env
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     dev = torch.device(name)

@@ -36,7 +36,8 @@ import xarray as xr
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
-from ..config import LATER_TRAIN_FIELDS, TrainConfig, to_dict
+from ..compat import LATER_TRAIN_FIELDS, cuda_rng_state, upgrade_run_state
+from ..config import EXECUTION_FIELDS, TrainConfig, to_dict
 from ..data.collate import pad_collate
 from . import distributed as D
 from .checkpoint import FORMAT, atomic_save, read_checkpoint
@@ -75,12 +76,6 @@ class RunResult:
     steps: int = 0
     select: str = ""
     stopped_by: str = ""
-
-
-def pick_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
 
 
 def epoch_batches(n: int, batch_size: int, seed: int, epoch: int) -> list[list[int]]:
@@ -161,17 +156,12 @@ def _set_rng_state(s: dict, gen: torch.Generator, device: torch.device) -> None:
     torch.set_rng_state(s["torch"])
     gen.set_state(s["gen"])
     if "cuda" in s and device.type == "cuda":
-        cuda = s["cuda"]
-        if isinstance(cuda, (list, tuple)):  # older checkpoints: every device's state
-            cuda = cuda[device.index or 0]
-        torch.cuda.set_rng_state(cuda, device)
+        torch.cuda.set_rng_state(cuda_rng_state(s["cuda"], device.index or 0), device)
 
 
-# TrainConfig fields that change speed or memory, never the result: a run may resume with others.
-# max_time is one too: a run stopped by its budget may be resumed with a larger one.
-RESUMABLE_FIELDS = {"progress", "num_workers", "device", "eval_batch_size", "compile",
-                    "grad_checkpointing", "pin_memory", "prefetch_factor", "distributed",
-                    "max_time"}
+# TrainConfig fields a run may resume with other values of: those that change only where and how
+# fast it runs, and max_time (a run stopped by its budget may resume with a larger one).
+RESUMABLE_FIELDS = EXECUTION_FIELDS | {"max_time"}
 
 
 def _check_same_run(ck: dict, meta: dict, cfg: TrainConfig, path: Path) -> None:
@@ -279,7 +269,7 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
                               f"continue it, or choose another out_dir (nothing was overwritten)")
     D.barrier(env)  # every rank has looked before rank 0 writes anything
     out.mkdir(parents=True, exist_ok=True)
-    device = D.device_for(env, cfg.device)
+    device = D.device_for(cfg.device, env)
     model.to(device)
     set_grad_checkpointing(model, cfg.grad_checkpointing)
     names = [n for g in param_groups(model, cfg) for n in g["names"]]  # optimiser order
@@ -314,10 +304,7 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
     if ck is not None:
         D.load_optimizer_state(model, opt, ck["optimizer"], names)
         sched.load_state_dict(ck["scheduler"])
-        state = {"stopped_by": None, "patience_best": ck["state"]["best"], **ck["state"]}
-        if "bad_evals" in state:  # written when every epoch was validated: evaluations = epochs
-            state["bad_epochs"] = state.pop("bad_evals")
-        state.setdefault("validated", state["epoch"])
+        state = upgrade_run_state(ck["state"])
         state.setdefault("plateau", plateau_state(sign > 0))  # written before schedule="plateau"
         saved_world = ck.get("world_size", 1)
         if saved_world == env.world_size:

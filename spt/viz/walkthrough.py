@@ -7,7 +7,6 @@ denoising (what the model sees, what it must fill in, what it fills in).
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 import numpy as np
 import torch
@@ -90,22 +89,6 @@ def plot_masked_reconstructions(model: torch.nn.Module, task: Task, objective: O
                  f"{(targets[..., 0] - targets[..., 0][batch['valid']].mean()).abs()[masked].mean():.3f})",
                  fontsize=9)
     return fig
-
-
-def masked_error(model: torch.nn.Module, task: Task, objective: ObjectiveConfig, split: str = "val",
-                 seed: int = 0, n: Optional[int] = 200) -> float:
-    """Mean |prediction - pixel| over masked pixels of up to `n` items of `split` (L1 loss)."""
-    ds = getattr(task, split)
-    batch = pad_collate([ds[i] for i in range(min(n or len(ds), len(ds)))])
-    gen = torch.Generator().manual_seed(seed)
-    corrupted, masked, targets, _ = Denoising(objective, task.spec).corrupt(batch, gen)
-    was = model.training
-    model.eval()
-    with torch.no_grad():
-        dev = next(model.parameters()).device
-        out = model(corrupted.to(dev), batch["valid"].to(dev), masked.to(dev)).float().cpu()
-    model.train(was)
-    return (out[..., 0] - targets[..., 0]).abs()[masked].mean().item()
 
 
 def plot_histories(histories: dict, metric: str = "val_accuracy") -> Figure:

@@ -14,7 +14,7 @@ from official_formats import (
 )
 
 from spt.data.cli import add_data_commands
-from spt.data.tasks import TASK_NAMES, load_task
+from spt.data.registry import TASK_NAMES, load_task
 
 
 def run(argv):

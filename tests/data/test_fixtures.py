@@ -13,8 +13,8 @@ from official_formats import listops_release
 from spt.data import listops as listops_reader
 from spt.data.cli import add_data_commands
 from spt.data.fixtures import FOLDERS, SPEECH_WORDS, write_fixtures
+from spt.data.registry import TASK_DIRS, TASK_NAMES, describe_task, load_task
 from spt.data.task import EOS_ID
-from spt.data.tasks import TASK_DIRS, TASK_NAMES, describe_task, load_task
 
 # what the paper runs: (seq_len, longest item at least) per task
 PAPER_LENGTHS = {"listops": (listops_reader.SEQ_LEN, 1900), "text": (4096, 4096),

@@ -66,8 +66,8 @@ def test_image_pixel_tokens_are_gray_intensities_of_the_decoded_png(tmp_path):
     the Pathfinder reader's convention; same splits as the standardised Image task."""
     import io
 
+    from spt.data.registry import load_task
     from spt.data.task import N_SPECIAL
-    from spt.data.tasks import load_task
 
     cifar_hub(tmp_path, n_train=20, n_test=10)
     task = load_task("image", tmp_path, tokens=True)

@@ -17,7 +17,7 @@ from official_formats import (
 import spt.data.cli as data_cli
 import spt.data.prepare as prepare
 from spt.data.prepare import PrepareError, download, prepare_task, unpack
-from spt.data.tasks import TASK_NAMES
+from spt.data.registry import TASK_NAMES
 
 
 @pytest.fixture(autouse=True)

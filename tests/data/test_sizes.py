@@ -10,6 +10,7 @@ from spt.data.datasets import RaggedTokenDataset
 from spt.data.fixtures import write_fixtures
 from spt.data.fractions import FRACTIONS, nested_subset, subset_size
 from spt.data.generated import GENERATED_MARK
+from spt.data.registry import TASK_NAMES, load_task
 from spt.data.sizes import (
     PAPER_TASKS,
     official_counts,
@@ -17,7 +18,6 @@ from spt.data.sizes import (
     skipped_images,
     split_sizes,
 )
-from spt.data.tasks import TASK_NAMES, load_task
 
 PAPER = {  # what the rules make of the official counts (the counts and their sources: sizes.py)
     "listops": (96_000, 2_000, 2_000),

@@ -42,14 +42,16 @@ from typing import Optional
 import torch
 import torch.nn as nn
 
+from ..compat import current_layer_path
 from ..layer_config import LayerConfig, split_layer_path
 from .stack import NormedStack
 
 
 def import_layer(path: str) -> type:
     """The nn.Module subclass at ``"package.module:QualName"`` (or ``"package.module.ClassName"``),
-    with errors that say which part is missing and what to do."""
-    module_name, qualname = split_layer_path(path)
+    with errors that say which part is missing and what to do. A path into an spt module that was
+    since renamed reads as the current one (:data:`spt.compat.OLD_LAYER_PATHS`)."""
+    module_name, qualname = split_layer_path(current_layer_path(path))
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as e:

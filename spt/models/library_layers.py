@@ -1,5 +1,5 @@
 """Thin adapters that fit third-party sequence layers to spt's layer contract
-(:mod:`spt.models.custom`), for use as ``LayerConfig(layer=MambaLayer, bidirectional=True, ...)``.
+(:mod:`spt.models.user_layers`), for use as ``LayerConfig(layer=MambaLayer, bidirectional=True, ...)``.
 
 Each package is an optional extra, imported only when a layer is built:
 

@@ -1,5 +1,5 @@
 """A template for your own layer: copy this file next to your notebook, change the class, and pass
-``LayerConfig(layer="my_file:MyLayer", ...)`` (the contract: :mod:`spt.models.custom`).
+``LayerConfig(layer="my_file:MyLayer", ...)`` (the contract: :mod:`spt.models.user_layers`).
 
 :class:`DecayMix` is deliberately small: each channel mixes the past (and, unless causal, the
 future) with a learned exponential decay, computed as an FFT convolution, and a sigmoid gate picks

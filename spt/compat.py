@@ -1,0 +1,74 @@
+"""Reading what older versions of spt wrote: the one place that knows the formats it still reads.
+
+spt reads every file any released version of it wrote, and files keep their meaning:
+
+* checkpoints (``best.pt``, ``last.pt``; format "spt-checkpoint-v1") written before a TrainConfig
+  or model-config field existed: the stored config lacks the field and ran with the value in
+  :data:`LATER_TRAIN_FIELDS` / :data:`LATER_MODEL_FIELDS`; a ``last.pt`` written before the engine
+  kept ``bad_epochs``, ``validated`` or the plateau state (:func:`upgrade_run_state`), or with every
+  CUDA device's RNG state (:func:`cuda_rng_state`);
+* model configs stored as ``"type": "ModelConfig"`` or with no type at all: a TransformerConfig
+  (:data:`OLD_CONFIG_NAMES`); a model config naming a user layer by an import path spt has since
+  renamed (:data:`OLD_LAYER_PATHS`);
+* study result files (netCDF, ``attrs["config"]``) whose cell configuration lacks the later fields:
+  still their cell (:func:`without_later_fields`, used by spt.studies.cells).
+
+Nothing else in spt reads old formats; a file older than these rules is an error naming it.
+"""
+from __future__ import annotations
+
+# TrainConfig fields added after checkpoints and result files were first written, with the value
+# those files ran with: a stored config without the field is read as holding it. (JSON values:
+# tuples are stored as lists.)
+LATER_TRAIN_FIELDS = {"eval_every": 1, "wd_groups": "matrices", "schedule_steps": None,
+                      "plateau_patience": 10, "plateau_factor": 0.2, "lr_milestones": [],
+                      "lr_gamma": 0.1}
+
+# Model-config fields added after checkpoints and result files were first written, with the value
+# those files ran with. A config holding that value is stored without the field, so its stored form
+# is the one it had before the field existed: a study's result files, a run's last.pt (resuming
+# compares stored configs) and hub folders still match the configs that made them. A stored dict
+# without the field reads back as holding that value.
+LATER_MODEL_FIELDS = {"head": "mlp"}
+
+# Names under which earlier versions stored a model config type: the Transformer's config was
+# called "ModelConfig" (and a dict without "type" was one).
+OLD_CONFIG_NAMES = {"ModelConfig": "TransformerConfig"}
+
+# Import paths of spt's own layer modules that were renamed: a LayerConfig stored with the old
+# module still builds (e.g. "spt.models.extras:MambaLayer").
+OLD_LAYER_PATHS = {"spt.models.extras": "spt.models.library_layers",
+                   "spt.models.examples": "spt.models.layer_template"}
+
+
+def without_later_fields(d: dict, later: dict) -> dict:
+    """`d` without the fields of `later` that hold their listed value (how they are stored)."""
+    return {k: v for k, v in d.items() if not (k in later and v == later[k])}
+
+
+def current_layer_path(path: str) -> str:
+    """A "module:Class" layer path with a renamed spt module replaced by its current name."""
+    module, sep, name = path.partition(":")
+    return f"{OLD_LAYER_PATHS.get(module, module)}{sep}{name}"
+
+
+def upgrade_run_state(state: dict) -> dict:
+    """A last.pt's run state as the current engine keeps it (a copy).
+
+    bad_evals -> bad_epochs (written when every epoch was validated, so evaluations were epochs);
+    patience_best defaults to best and validated to the epoch (both added with eval_every). The
+    plateau state, added with schedule="plateau", is the engine's to default (it needs the
+    selection direction).
+    """
+    out = {"stopped_by": None, "patience_best": state["best"], **state}
+    if "bad_evals" in out:
+        out["bad_epochs"] = out.pop("bad_evals")
+    out.setdefault("validated", out["epoch"])
+    return out
+
+
+def cuda_rng_state(saved, device_index: int):
+    """The CUDA RNG state to restore: older checkpoints stored every device's state in a list."""
+    if isinstance(saved, (list, tuple)):
+        return saved[device_index]
+    return saved
