@@ -29,7 +29,7 @@ install: $(STAMP)
 demo: install
 	mkdir -p $(RESULTS)
 	$(VENV)/bin/papermill notebooks/00_quickstart.ipynb $(RESULTS)/00_quickstart.ipynb \
-	  -k python3 --cwd . -p results_dir $(RESULTS) --log-output --no-progress-bar
+	  -k python3 --cwd . -p out_dir $(RESULTS) --log-output --no-progress-bar
 	@echo "wrote $(RESULTS)/quickstart.nc and $(RESULTS)/00_quickstart.ipynb"
 
 test: install

@@ -23,7 +23,7 @@ def executed(tmp_path_factory):
     papermill = pytest.importorskip("papermill")
     out = tmp_path_factory.mktemp("quickstart")
     papermill.execute_notebook(str(NOTEBOOK), str(out / "executed.ipynb"), kernel_name="python3",
-                               parameters={**TINY, "results_dir": str(out)}, progress_bar=False,
+                               parameters={**TINY, "out_dir": str(out)}, progress_bar=False,
                                cwd=str(ROOT))
     return out
 
@@ -99,7 +99,8 @@ def test_papermill_help_notebook_lists_parameters():
 
 
 def test_rerun_reuses_finished_runs_and_refuses_a_changed_config(tmp_path):
-    from spt.studies.quickstart import Setup, run, summary_table
+    from spt.studies.quickstart import STUDY, Setup, summary_table
+    run = STUDY.run
 
     setup = Setup(n_train=16, val_size=20, d_model=16, n_layers=1, n_heads=2, batch_size=8,
                   pretrain_epochs=1, max_epochs=1, patience=1)
@@ -124,9 +125,10 @@ def test_quickstart_and_a_grid_study_write_the_same_variables(tmp_path):
     """One runner: the quickstart (study 00) and a paper study's grid write the same names."""
     from spt.studies import lra_transformers
     from spt.studies.cells import run_cells
-    from spt.studies.quickstart import SMOKE, run
+    from spt.studies.quickstart import SMOKE, STUDY
+    run = STUDY.run
     quick = run(SMOKE, tmp_path, seeds=[0])
-    digits = [c for c in lra_transformers.cells("smoke") if c.coords["task"] == "digits"]
+    digits = [c for c in lra_transformers.STUDY.cells("smoke") if c.coords["task"] == "digits"]
     grid = run_cells(lra_transformers.STUDY, digits, tmp_path)
     assert set(quick.data_vars) == set(grid.data_vars)
     assert {"test_accuracy", "pretrain_val_loss", "pretrain_val_r2", "curve_val_accuracy"} <= \

@@ -58,7 +58,7 @@ def tiny_neox(tmp_path_factory):
 @pytest.fixture(scope="module")
 def smoke_lm():
     """The smoke preset's tiny text LM folder (trained offline on first use, then cached)."""
-    return tc.resolve_source(LMConfig(tc.SMOKE_LM), tc.preset("smoke").tiny).source
+    return tc.resolve_source(LMConfig(tc.SMOKE_LM), tc.settings("smoke").tiny).source
 
 
 def _batch(B=3, L=12):
@@ -250,17 +250,17 @@ def test_bad_sources_and_configs(tmp_path):
     with pytest.raises(ValueError, match="no text form"):
         lm_classifier(LMConfig(str(no_tok), "random"), TaskSpec("toy", 8, 2, vocab_size=11))
     with pytest.raises(ValueError, match="unknown preset"):
-        tc.preset("huge")
+        tc.settings("huge")
     with pytest.raises(ValueError, match="data_root"):
-        tc.run("paper", tmp_path)
+        tc.STUDY.run("paper", tmp_path)
 
 
 def test_paper_preset_is_table5_pythia_row():
-    rows = {r.name: r for r in tc.preset("paper").tasks}
+    rows = {r.name: r for r in tc.settings("paper").tasks}
     want = {"listops": (5e-5, 64), "text": (5e-4, 16), "retrieval": (1e-4, 256),
             "image": (7e-5, 64), "pathfinder": (1e-4, 1024)}
     assert {k: (r.lr, r.batch_size) for k, r in rows.items()} == want
-    p = tc.preset("paper")
+    p = tc.settings("paper")
     for r in rows.values():
         cfg = r.train_config(p, "cuda")
         assert cfg.batch_size * cfg.accum_steps == r.batch_size and cfg.weight_decay == 0.0
@@ -271,7 +271,7 @@ def test_paper_preset_is_table5_pythia_row():
 def smoke_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("results")
     n = torch.get_num_threads()
-    ds = tc.run("smoke", out, device="cpu")
+    ds = tc.STUDY.run("smoke", out, device="cpu")
     assert torch.get_num_threads() == n  # the smoke preset's one thread per cell is restored
     return out, ds
 
@@ -284,7 +284,7 @@ def test_smoke_run_dims_and_finite_metrics(smoke_run):
         assert np.isfinite(ds[v].values).all(), v
     assert ((ds.test_accuracy >= 0) & (ds.test_accuracy <= 1)).all()
     assert (ds.steps > 0).all()
-    assert ds.sizes["epoch"] == tc.preset("smoke").epochs
+    assert ds.sizes["epoch"] == tc.settings("smoke").epochs
     t = tc.table(ds)
     assert "pretrained (paper)" in t.index and math.isclose(t.loc["pretrained (paper)", "listops"], 43.05)
 
@@ -295,7 +295,7 @@ def test_second_run_skips_every_cell(smoke_run, capsys):
     assert len(files) == 4
     stamps = [f.stat().st_mtime_ns for f in files]
     capsys.readouterr()
-    again = tc.run("smoke", out, device="cpu")
+    again = tc.STUDY.run("smoke", out, device="cpu")
     assert "4 already done, 0 to run" in capsys.readouterr().out
     assert [f.stat().st_mtime_ns for f in files] == stamps
     np.testing.assert_array_equal(again.test_accuracy.values, ds.test_accuracy.values)

@@ -61,14 +61,14 @@ def _write(ds: xr.Dataset, path: Path) -> Path:
 def make_data_scales(results: Path, workers: int) -> xr.Dataset:
     """Study 04's laptop results under `results` (run there first if missing)."""
     if not (results / data_scales.STUDY).is_dir():
-        data_scales.run("laptop", results, workers=workers)
+        data_scales.STUDY.run("laptop", results, workers=workers)
     ds = load_study(results, data_scales.STUDY)
     keep = [v for v in ds.data_vars if not v.startswith("pretrain_curve")]
     out = ds[keep].expand_dims(model=["s4"]).transpose("task", "model", "fraction", "init", "seed",
                                                      ...)
     out = out.astype({v: "float32" for v in out.data_vars})
     out.attrs = {"description": "study 04 laptop preset: S4 scratch vs. SPT on nested fractions",
-                 "preset": data_scales.PRESETS["laptop"]().note}
+                 "preset": data_scales.STUDY.preset("laptop").note}
     return out
 
 
@@ -83,8 +83,8 @@ def _pretrained_model(path: Path) -> torch.nn.Module:
 def make_kernels(results: Path, workers: int, seed: int = 0) -> xr.Dataset:
     """Per-channel |K| of study 06's laptop S4 (seed `seed`) after pretraining vs. its init."""
     if not (results / kernel_decay.STUDY).is_dir():
-        kernel_decay.run("laptop", results, workers=workers)
-    cell = [c for c in kernel_decay.cells("laptop") if c.coords["seed"] == seed][0]
+        kernel_decay.STUDY.run("laptop", results, workers=workers)
+    cell = [c for c in kernel_decay.STUDY.cells("laptop") if c.coords["seed"] == seed][0]
     ckpt = run_folder(results, kernel_decay.STUDY, cell.coords) / "pretrain" / "best.pt"
     if not ckpt.is_file():
         raise FileNotFoundError(f"{ckpt}: study 06's laptop run of seed {seed} is missing; run "
@@ -96,7 +96,8 @@ def make_kernels(results: Path, workers: int, seed: int = 0) -> xr.Dataset:
     out = ds.astype("float32").expand_dims(model=["s4"]).expand_dims(task=[cell.coords["task"]])
     out = out.assign_coords(period=("task", [kernel_decay.PERIODS[cell.coords["task"]]]))
     out.attrs = {"description": "per-channel |K| after masked self-pretraining vs. HiPPO init",
-                 "preset": kernel_decay.NOTES["laptop"], "seed": seed, "checkpoint": str(ckpt)}
+                 "preset": kernel_decay.STUDY.preset("laptop").note, "seed": seed,
+                 "checkpoint": str(ckpt)}
     return out
 
 

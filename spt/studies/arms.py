@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Optional, Union
 
@@ -31,7 +30,8 @@ from ..model_config import model_config_to_dict
 from ..models.model import count_parameters
 from ..ssm_config import SSMConfig
 from ..train import finetune, pretrain, train_from_scratch
-from .cells import Cell, scalar_dataset
+from .cells import scalar_dataset
+from .job import Job
 
 
 @dataclass(frozen=True)
@@ -102,8 +102,8 @@ def longest(dataset, n: int):
 
 
 @dataclass(frozen=True)
-class Arm:
-    """One way to train a model on a task.
+class Arm(Job):
+    """One way to train a model on a task: a :class:`~spt.studies.job.Job` of the grid studies.
 
     model     : TransformerConfig (Transformer) or SSMConfig (S4 / S4D / DLR).
     train     : the supervised run: finetuning after SPT, or training from scratch.
@@ -186,6 +186,16 @@ class Arm:
         pt = replace(self.pretrain, device=device) if self.pretrain else None
         return dataclasses.replace(self, train=replace(self.train, device=device), pretrain=pt)
 
+    def dry(self, dry) -> "Arm":
+        return dry.arm(self)
+
+    def cell_config(self, ref: TaskRef, seed: int) -> dict:
+        return {"task": ref.to_dict(), "arm": self.to_dict(), "seed": int(seed)}
+
+    def run(self, task: Union[Task, TaskRef], seed: int, run_dir: Path) -> xr.Dataset:
+        """:func:`run_arm` of this arm."""
+        return run_arm(task, self, seed, run_dir)
+
 
 def history_curve(history: xr.Dataset, name: str, dim: str = "epoch") -> xr.DataArray:
     if name in history:
@@ -264,13 +274,3 @@ def run_arm(task: Union[Task, TaskRef], arm: Arm, seed: int, run_dir: Path) -> x
                   **{f"curve_train_{m}": history_curve(r.history, f"train_{m}"),
                      f"curve_val_{m}": history_curve(r.history, f"val_{m}")})
     return scalar_dataset(values, **arrays)
-
-
-def arm_cell_config(ref: TaskRef, arm: Arm, seed: int) -> dict:
-    return {"task": ref.to_dict(), "arm": arm.to_dict(), "seed": seed}
-
-
-def arm_cell(coords: dict, ref: TaskRef, arm: Arm, seed: int):
-    """A :class:`~spt.studies.cells.Cell` that trains `arm` on `ref` with `seed`."""
-    return Cell(coords=dict(coords), run=partial(run_arm, ref, arm, seed),
-                config=arm_cell_config(ref, arm, seed))

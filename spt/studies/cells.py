@@ -200,7 +200,9 @@ def run_cells(study: str, cells: Sequence[Cell], out_dir, *, workers: int = 1,
     share of the torch threads; results do not depend on it. Another run computing into the same
     folder holds claims on its cells (:mod:`spt.studies.claims`): this run takes the others and
     then waits for those results. One line per finished cell: its main metric and time.
+    study : the study's name (its folder under out_dir), or its Study.
     """
+    study = str(study)
     _not_in_a_spawned_import(study)
     workers = auto_workers(workers)
     if not cells:

@@ -28,7 +28,6 @@ runs anywhere (CI runs it on those).
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import math
 import re
 import tempfile
@@ -263,17 +262,12 @@ def check(study: str, *, preset: str = "paper", data_root=None, batch: int = 2,
     temporary folders.
     """
     from ..train.distributed import device_for
-    from . import STUDIES
+    from .registry import study as find_study
 
-    if study not in STUDIES:
-        raise ValueError(f"no study {study!r}; studies: {', '.join(STUDIES)}")
-    module = STUDIES[study]
+    s = find_study(study)
     dry = DryRun(batch=batch, device=device, steps=TIMED_STEPS)
-    extra = {"models": models} if models else {}
-    if models and "models" not in inspect.signature(module.cells).parameters:
-        raise ValueError(f"study {study} does not take your models (models=); the grid studies "
-                         f"(00 quickstart, 01-04, 07-09) do")
-    cells = _first_seed(module.cells(preset, data_root=data_root, device=device, dry=dry, **extra))
+    cells = _first_seed(s.cells(preset, data_root=data_root, device=device, dry=dry,
+                                models=models))
     if only:
         pattern = re.compile(only)
         cells = [c for c in cells if pattern.search(" ".join(f"{k}={v}" for k, v in c.coords.items()))]

@@ -74,13 +74,13 @@ def cmd_batch(args) -> int:
     status = run_batch(args.name, read_grid(args.grid), args.out, shard=parse_shard(args.shard),
                        nb_dir=args.notebooks, log_output=_stream_notebook_output(args.quiet))
     failed = [c for c, s in status.items() if s.startswith("failed")]
-    print(f"{len(status)} cells: {len(status) - len(failed)} ok, {len(failed)} failed")
+    print(f"{len(status)} batch runs: {len(status) - len(failed)} ok, {len(failed)} failed")
     return 1 if failed else 0
 
 
 def _study_names(names: list) -> list:
     if names == ["all"]:
-        from . import STUDIES
+        from .registry import STUDIES
         return list(STUDIES)
     return names
 
@@ -220,13 +220,13 @@ def add_study_commands(subparsers) -> argparse.ArgumentParser:
     q.set_defaults(func=_guard(cmd_plan))
 
     q = sub.add_parser("batch", parents=[common], help="run a grid of parameter settings",
-                       description="Expand a grid file into one papermill run per cell under "
-                       "OUT/<cell>/; skip cells already DONE; record failures and go on. Split the "
-                       "cells over GPUs / nodes with --shard i/n.")
+                       description="Expand a grid file into one papermill run per grid point under "
+                       "OUT/<run>/; skip runs already DONE; record failures and go on. Split the "
+                       "runs over GPUs / nodes with --shard i/n.")
     q.add_argument("name", help="study name")
     q.add_argument("--grid", required=True, help="YAML file: {fixed: {...}, grid: {param: [..]}}")
     q.add_argument("--out", required=True, help="output folder")
-    q.add_argument("--shard", default="0/1", help="run cells i, i+n, i+2n, ... (default 0/1)")
+    q.add_argument("--shard", default="0/1", help="take runs i, i+n, i+2n, ... (default 0/1)")
     q.add_argument("--quiet", action="store_true", help="do not stream the notebooks' output")
     q.set_defaults(func=_guard(cmd_batch))
     return p

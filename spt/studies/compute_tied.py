@@ -15,20 +15,14 @@ from ..paper import TABLE8, TABLE8_BUDGET_EPOCHS
 from ..results import format_gain, paired_gain
 from ..ssm_config import ssm_preset
 from .arms import Arm
-from .grid import (
-    Entry,
-    GridPreset,
-    grid_study,
-    need_root,
-    scratch_arm,
-    smoke_arm,
-    smoke_digits,
-    spt_arm,
-)
+from .job import Entry, GridPreset
 from .lra_transformers import task_ref
+from .paper_arms import scratch_arm, spt_arm
+from .smoke import smoke_arm, smoke_digits
+from .study import Study, need_root
 from .tables import mean_rows, with_gains
 
-STUDY = "08_compute_tied"
+NAME = "08_compute_tied"
 SHARES = (0.0, 0.2, 0.4, 0.6)
 
 
@@ -61,7 +55,7 @@ def _entries(tasks, shares) -> tuple:
 
 
 def paper(data_root=None) -> GridPreset:
-    root = need_root(data_root, STUDY)
+    root = need_root(data_root, NAME)
     tasks = [(t, task_ref(t, root), TABLE8_BUDGET_EPOCHS[t], paper_arms(t)) for t in ("image", "text")]
     return GridPreset("paper", _entries(tasks, SHARES),
                       note="Table 8: budgets of 150 (Image) and 30 (Text) epochs")
@@ -81,8 +75,6 @@ def smoke(data_root=None) -> GridPreset:
 
 PRESETS = {"smoke": smoke, "paper": paper}
 
-
-cells, run, deviations = grid_study(STUDY, PRESETS, "task, model, spt_share, seed")
 
 
 def table(ds: xr.Dataset):
@@ -105,3 +97,7 @@ def table(ds: xr.Dataset):
         for t in acc.task.values for m in acc.model.values}
         for s in acc.spt_share.values if float(s) > 0 and 0.0 in acc.spt_share.values}
     return with_gains(table, pd.DataFrame.from_dict(gains, orient="index"))
+
+
+STUDY = Study(NAME, "Table 8 and Fig. 5: a fixed epoch budget with 0 / 20 / 40 / 60% spent on SPT",
+              ("task", "model", "spt_share", "seed"), PRESETS, table, takes_models=True)

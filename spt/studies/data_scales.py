@@ -15,20 +15,14 @@ from ..paper import FIG3_FRACTIONS, FIG3_PRETRAIN_STEPS
 from ..results import format_gain, gain, paired_gain
 from ..ssm_config import ssm_preset
 from .arms import Arm, TaskRef
-from .grid import (
-    Entry,
-    GridPreset,
-    grid_study,
-    need_root,
-    smoke_arm,
-    smoke_digits,
-    spt_arm,
-)
+from .job import Entry, GridPreset
 from .laptop import SSM_PRETRAIN_STEPS
-from .smoke import smoke_data_root
+from .paper_arms import spt_arm
+from .smoke import smoke_arm, smoke_data_root, smoke_digits
 from .stages import NO_EPOCH_CAP
+from .study import Study, need_root
 
-STUDY = "04_data_scales"
+NAME = "04_data_scales"
 
 
 # App. C.1.4: on Text, scratch is trained at lr 1e-3 and 5e-4 and the run with the best validation
@@ -66,7 +60,7 @@ def paper_arms(task: str) -> dict:
 
 
 def paper(data_root=None) -> GridPreset:
-    root = need_root(data_root, STUDY)
+    root = need_root(data_root, NAME)
     entries = tuple(Entry((("task", t), ("fraction", f), ("init", i)),
                           TaskRef(t, root=root, fraction=f), arm)
                     for t in ("text", "image") for f in FIG3_FRACTIONS
@@ -127,8 +121,6 @@ def laptop(data_root=None) -> GridPreset:
 PRESETS = {"smoke": smoke, "laptop": laptop, "paper": paper}
 
 
-cells, run, deviations = grid_study(STUDY, PRESETS, "task, fraction, init, seed")
-
 
 def gains(ds: xr.Dataset, metric: str = "test_accuracy") -> xr.Dataset:
     """Fig. 3's two panels: mean over seeds of `metric` (%) per (task, fraction, init), the
@@ -152,3 +144,7 @@ def table(ds: xr.Dataset):
     df["absolute gain (95% CI, seeds ahead)"] = [
         format_gain(paired.sel(task=t, fraction=f)) for t, f in df.index]
     return df
+
+
+STUDY = Study(NAME, "Fig. 3: S4 across data scales, scratch vs. SPT at fixed pretraining steps",
+              ("task", "fraction", "init", "seed"), PRESETS, table, takes_models=True)

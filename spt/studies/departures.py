@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import PAPER_PATIENCE as PATIENCE
+from .values import same
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,6 @@ class Departure:
     stage: str = "*"
 
     def covers(self, study: str, model: str, task: str, stage: str, field: str, ours) -> bool:
-        from .fidelity import same
         keys = ((self.study, study), (self.model, model), (self.task, task), (self.stage, stage))
         return (field == self.field and all(k == "*" or v in k.split(",") for k, v in keys)
                 and same(ours, self.ours))

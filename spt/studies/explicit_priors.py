@@ -12,22 +12,14 @@ import xarray as xr
 from ..config import replace
 from ..paper import TABLE7
 from ..ssm_config import ssm_preset
-from .grid import (
-    Entry,
-    GridPreset,
-    grid_study,
-    need_root,
-    scratch_arm,
-    smoke_arm,
-    smoke_digits,
-    smoke_listops,
-    spt_arm,
-)
+from .job import Entry, GridPreset
 from .lra_transformers import task_ref
-from .smoke import smoke_data_root
+from .paper_arms import scratch_arm, spt_arm
+from .smoke import smoke_arm, smoke_data_root, smoke_digits, smoke_listops
+from .study import Study, need_root
 from .tables import compare_table, spt_gains, with_gains
 
-STUDY = "03_explicit_priors"
+NAME = "03_explicit_priors"
 TASKS = ("listops", "text", "image", "pathx")
 # (model, ssm_init) -> the spt.config SSM_PRESETS variant
 VARIANTS = {("s4", "structured"): "s4", ("s4", "random"): "s4_random",
@@ -58,7 +50,7 @@ def _entries(tasks) -> tuple:
 
 
 def paper(data_root=None) -> GridPreset:
-    root = need_root(data_root, STUDY)
+    root = need_root(data_root, NAME)
     return GridPreset("paper", _entries([(t, task_ref(t, root), paper_arms(t)) for t in TASKS]),
                       note="Table 5 S4 / DLR rows (structured and random init), LRA data")
 
@@ -106,8 +98,6 @@ def laptop(data_root=None) -> GridPreset:
 PRESETS = {"smoke": smoke, "laptop": laptop, "paper": paper}
 
 
-cells, run, deviations = grid_study(STUDY, PRESETS, "task, model, ssm_init, init, seed")
-
 
 def table(ds: xr.Dataset):
     """Mean test accuracy (%) of the eight rows of Table 7, beside the paper's, then SPT's gain
@@ -120,3 +110,7 @@ def table(ds: xr.Dataset):
     rows = [(n, {"model": m, "ssm_init": si, "init": i}, n) for (m, si, i), n in names.items()]
     gains = spt_gains(ds, [("SPT - scratch", "spt", "scratch")])
     return with_gains(compare_table(ds, rows, TABLE7), gains)
+
+
+STUDY = Study(NAME, "Table 7 and Fig. 2: S4 and DLR, structured vs. random init, scratch vs. SPT",
+              ("task", "model", "ssm_init", "init", "seed"), PRESETS, table, takes_models=True)

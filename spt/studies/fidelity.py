@@ -15,13 +15,14 @@ rejects.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Optional
 
+from .departures import reason_for
 from .stages import StageView, stage_values
+from .values import ANY, parse_value, same, show  # noqa: F401  (show: public here)
 
 TABLE = Path(__file__).with_name("paper_settings.tsv")
 
@@ -64,7 +65,6 @@ STAGES = ("pretrain", "finetune", "scratch")
 MODEL_KEYS = ("transformer", "transformer_causal", "transformer_rotary",
               "transformer_rotary_causal", "s4", "s4_random", "s4_v1", "dlr", "dlr_random",
               "pythia")
-ANY = "any"
 
 
 @dataclass(frozen=True)
@@ -106,18 +106,6 @@ def _keys(text: str, where: str) -> frozenset:
     if "" in keys:
         raise ValueError(f"{where}: empty name in {text!r}")
     return keys
-
-
-def parse_value(raw: str):
-    """A table value: none, true / false, any, a number, a comma-separated list, or a word."""
-    if raw in ("none", "true", "false", ANY):
-        return {"none": None, "true": True, "false": False, ANY: ANY}[raw]
-    if "," in raw:
-        return tuple(parse_value(p) for p in raw.split(","))
-    try:
-        return float(raw)
-    except ValueError:
-        return raw
 
 
 def read_table(path: Path = TABLE) -> tuple:
@@ -181,34 +169,6 @@ def reference(study: str, model: str, task: str, stage: str, table: Path = TABLE
             for f, (_, line, raw) in best.items()}
 
 
-def same(ours, theirs) -> bool:
-    """Whether our value equals the reference value (numbers to 1e-9 relative)."""
-    if theirs == ANY:
-        return True
-    if isinstance(theirs, tuple) or isinstance(ours, (tuple, list)):
-        if not isinstance(theirs, tuple) or not isinstance(ours, (tuple, list)):
-            return False
-        return len(ours) == len(theirs) and all(same(a, b) for a, b in zip(ours, theirs))
-    if isinstance(theirs, bool) or isinstance(ours, bool):
-        return ours is theirs or ours == theirs and type(ours) is type(theirs)
-    if isinstance(theirs, float) and isinstance(ours, (int, float)):
-        return math.isclose(float(ours), theirs, rel_tol=1e-9, abs_tol=1e-12)
-    return ours == theirs
-
-
-def show(value) -> str:
-    """A value as the table writes it."""
-    if value is None:
-        return "none"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (tuple, list)):
-        return ",".join(show(v) for v in value)
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)
-
-
 @dataclass(frozen=True)
 class Finding:
     """Where a stage differs from the reference: the field, both values, the source of theirs and
@@ -230,7 +190,6 @@ class Finding:
 
 def compare(study: str, coords: dict, view: StageView) -> list:
     """The Findings of one stage of a paper cell (none when it matches the table)."""
-    from .departures import reason_for
     if not view.row:
         raise ValueError(f"study {study}, cell {coords}: the {view.stage} stage names no row of "
                          f"{TABLE.name} (StageView.row): a paper preset must say what it follows")

@@ -10,37 +10,32 @@ self-pretrained model and of its HiPPO initialisation, ``pretrain_val_loss``, an
 """
 from __future__ import annotations
 
-from functools import partial
+import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Sequence
 
 import numpy as np
 import xarray as xr
 
 from ..analysis.kernel_decay import kernel_decay, kernel_decay_baseline
-from ..config import replace, to_dict
+from ..config import ObjectiveConfig, TrainConfig, replace, to_dict
 from ..model_config import model_config_to_dict
 from ..models.model import count_parameters
-from ..ssm_config import ssm_preset
+from ..ssm_config import SSMConfig, ssm_preset
 from ..train import pretrain
 from .arms import TaskRef
-from .cells import Cell, run_cells
-from .grid import check_data, need_root, pick_tasks, shrink, smoke_digits, smoke_listops, smoke_train
+from .job import Entry, GridPreset, Job
 from .lra_transformers import task_ref
-from .smoke import smoke_data_root
+from .smoke import shrink, smoke_data_root, smoke_digits, smoke_listops, smoke_train
+from .stages import StageView
+from .study import Study, need_root
 
-STUDY = "06_kernel_decay"
-PRESETS = ("smoke", "laptop", "paper")
+NAME = "06_kernel_decay"
 TASKS = ("image", "text", "pathx", "listops")
 PERIODS = {"image": 32, "pathfinder": 32, "pathx": 128, "pathx256": 256, "digits": 8,
            "digits16": 16}
 LAPTOP_PRETRAIN_STEPS = 2000
-NOTES = {"smoke": "CPU smoke run: 2-layer d=16 S4, 4 pretraining epochs on digits 8x8 and "
-                  "generated ListOps; checks the pipeline only",
-         "laptop": f"2-core CPU: S4 d=64 x 4 layers masked-pretrained ({LAPTOP_PRETRAIN_STEPS} "
-                   f"steps, L1) on the 997 training digits at 16x16 (256 pixels, 16 per row) "
-                   f"standing in for LRA Image; 3 seeds",
-         "paper": "Table 5 'S4 + SPT' rows, pretraining only, LRA data"}
 
 
 def kernels_run(ref: TaskRef, model, objective, pretrain_cfg, seed: int, period: int,
@@ -62,94 +57,81 @@ def kernels_run(ref: TaskRef, model, objective, pretrain_cfg, seed: int, period:
                       coords={"period": period})
 
 
-def _cell(name: str, ref: TaskRef, p, seed: int, device: str, dry=None) -> Cell:
-    model, obj = p.model, p.objective
-    pt = replace(p.pretrain, device=device)
-    if dry is not None:
-        ref, pt = dry.ref(ref), dry.train(pt)
-    period = PERIODS.get(name, 0)
-    return Cell(coords={"task": name, "seed": seed},
-                run=partial(kernels_run, ref, model, obj, pt, seed, period),
-                config={"task": ref.to_dict(), "model": model_config_to_dict(model),
-                        "objective": to_dict(obj), "pretrain": to_dict(pt), "seed": seed})
+@dataclass(frozen=True)
+class KernelProbe(Job):
+    """One cell's job: self-pretrain S4 on the task, then K_max of its kernels and of its HiPPO
+    initialisation (:func:`kernels_run`); a Job, see :mod:`spt.studies.job`."""
+
+    model: SSMConfig
+    objective: ObjectiveConfig
+    pretrain: TrainConfig
+    period: int = 0
+    row: tuple = ()
+    note: str = ""
+
+    def to_dict(self) -> dict:
+        return {"model": model_config_to_dict(self.model), "objective": to_dict(self.objective),
+                "pretrain": to_dict(self.pretrain)}
+
+    def run(self, task, seed: int, run_dir) -> xr.Dataset:
+        return kernels_run(task, self.model, self.objective, self.pretrain, seed, self.period,
+                           run_dir)
+
+    def stages(self, ref: TaskRef) -> list:
+        return [StageView("pretrain", self.pretrain, self.model, ref, objective=self.objective,
+                          row=self.row)]
+
+    def with_device(self, device: str) -> "KernelProbe":
+        return dataclasses.replace(self, pretrain=replace(self.pretrain, device=device))
+
+    def dry(self, dry) -> "KernelProbe":
+        return dataclasses.replace(self, pretrain=dry.train(self.pretrain))
 
 
-def _rows(preset: str, data_root) -> tuple:
-    """([(task name, TaskRef, SSMPreset)], the preset's seeds) of a preset."""
-    seeds = (0,)
-    if preset == "paper":
-        root = need_root(data_root, STUDY)
-        rows = [(t, task_ref(t, root), ssm_preset(t, "s4")) for t in TASKS]
-    elif preset == "smoke":
-        root = str(smoke_data_root())
-        rows = []
-        for name, row, ref, L in (
-                ("digits", "image", smoke_digits(300), 64),
-                ("listops", "listops", smoke_listops(root),
-                 128)):
-            p = ssm_preset(row, "s4")
-            rows.append((name, ref, replace(p, model=replace(shrink(p.model), max_len=L),
-                                            pretrain=smoke_train(p.pretrain, epochs=4))))
-    elif preset == "laptop":
-        # S4 (the Image row at d=64, 4 layers, so that the layers' kernels can differ) pretrained
-        # on the 997 training digits at 16x16 (256 pixels, 16 per row): masked L1, lr 3e-3
-        from . import laptop as lap
-        p = ssm_preset("image", "s4")
-        model = replace(lap.ssm(p.model, 256), n_layers=4)
-        rows = [("digits16", lap.digits(size=16),
-                 replace(p, model=model,
-                         pretrain=lap.pretraining(3e-3, max_steps=LAPTOP_PRETRAIN_STEPS)))]
-        seeds = lap.SEEDS
-    else:
-        raise ValueError(f"study {STUDY}: unknown preset {preset!r}; choose from "
-                         f"{', '.join(PRESETS)}")
-    return rows, seeds
+def _preset(name: str, rows, seeds: tuple, note: str) -> GridPreset:
+    """A GridPreset of (task name, TaskRef, SSMPreset) rows: one KernelProbe per task."""
+    return GridPreset(name, tuple(
+        Entry((("task", task),), ref, KernelProbe(p.model, p.objective, p.pretrain,
+                                                  PERIODS.get(task, 0), row=p.row))
+        for task, ref, p in rows), seeds=seeds, note=note)
 
 
-def cells(preset: str = "smoke", *, data_root=None, seeds=None, device: str = "auto",
-          dry=None, tasks=None) -> list:
-    """One Cell per task x seed (dry: a :class:`spt.studies.check.DryRun` or None)."""
-    rows, own_seeds = _rows(preset, data_root)
-    rows = pick_tasks(rows, lambda r: r[0], tasks, STUDY)
-    check_data([ref for _, ref, _ in rows], STUDY)  # fail before training, saying what to run
-    return [_cell(n, ref, p, int(s), device, dry) for n, ref, p in rows
-            for s in (seeds or own_seeds)]
+def paper(data_root=None) -> GridPreset:
+    """Table 5's "S4 + SPT" rows, pretraining only, on LRA."""
+    root = need_root(data_root, NAME)
+    return _preset("paper", [(t, task_ref(t, root), ssm_preset(t, "s4")) for t in TASKS], (0,),
+                   "Table 5 'S4 + SPT' rows, pretraining only, LRA data")
 
 
-def stage_views(preset: str = "paper", data_root="DATA", tasks=None) -> list:
-    """[(coords, [StageView], seeds)] of the preset's tasks: one pretraining stage each."""
-    from .stages import StageView
-    rows, seeds = _rows(preset, data_root)
-    rows = pick_tasks(rows, lambda r: r[0], tasks, STUDY)
-    return [({"task": name}, [StageView("pretrain", p.pretrain, p.model, ref,
-                                        objective=p.objective, row=p.row)], len(seeds))
-            for name, ref, p in rows]
+def smoke(data_root=None) -> GridPreset:
+    """2-layer d=16 S4, 4 pretraining epochs on digits 8x8 and generated ListOps."""
+    root = str(smoke_data_root())
+    rows = []
+    for name, row, ref, L in (("digits", "image", smoke_digits(300), 64),
+                              ("listops", "listops", smoke_listops(root), 128)):
+        p = ssm_preset(row, "s4")
+        rows.append((name, ref, replace(p, model=replace(shrink(p.model), max_len=L),
+                                        pretrain=smoke_train(p.pretrain, epochs=4))))
+    return _preset("smoke", rows, (0,), "CPU smoke run: 2-layer d=16 S4, 4 pretraining epochs on "
+                   "digits 8x8 and generated ListOps; checks the pipeline only")
 
 
-def run(preset: str = "smoke", out_dir="results", *, data_root=None,
-        seeds: Optional[Sequence[int]] = None, workers: int = 1, device: str = "auto",
-        tasks: Optional[Sequence[str]] = None) -> xr.Dataset:
-    """Pretrain (or reuse) and compute kernels; returns Dataset (task, seed, layer, lag)."""
-    cs = cells(preset, data_root=data_root, seeds=seeds, device=device, tasks=tasks)
-    print(f"{STUDY} [{preset}]: {NOTES.get(preset, '')}")
-    return run_cells(STUDY, cs, out_dir, workers=workers)
+def laptop(data_root=None) -> GridPreset:
+    """S4 (the Image row at d=64, 4 layers, so that the layers' kernels can differ) pretrained
+    on the 997 training digits at 16x16 (256 pixels, 16 per row): masked L1, lr 3e-3."""
+    from . import laptop as lap
+    p = ssm_preset("image", "s4")
+    model = replace(lap.ssm(p.model, 256), n_layers=4)
+    rows = [("digits16", lap.digits(size=16),
+             replace(p, model=model,
+                     pretrain=lap.pretraining(3e-3, max_steps=LAPTOP_PRETRAIN_STEPS)))]
+    return _preset("laptop", rows, lap.SEEDS, (
+        f"2-core CPU: S4 d=64 x 4 layers masked-pretrained ({LAPTOP_PRETRAIN_STEPS} steps, L1) on "
+        f"the 997 training digits at 16x16 (256 pixels, 16 per row) standing in for LRA Image, "
+        f"not LRA's 1,024-pixel images or Table 5's d=512 x 6 model and budget; 3 seeds"))
 
 
-def deviations(preset: str = "paper", data_root="DATA"):
-    """Where the preset departs from the paper and why (a DataFrame; see
-    :func:`spt.studies.fidelity.departures_table`): the paper preset's pretraining settings against
-    spt/studies/paper_settings.tsv; the smoke and laptop presets, what they stand in for."""
-    from .fidelity import departures_table
-    if preset not in PRESETS:
-        raise ValueError(f"study {STUDY}: unknown preset {preset!r}; choose from "
-                         f"{', '.join(PRESETS)}")
-    if preset == "paper":
-        return departures_table("06", [(c, v) for c, v, _ in stage_views(preset, data_root)])
-    what = NOTES[preset] if preset == "smoke" else (
-        "laptop preset: " + NOTES["laptop"] + ", not LRA's 1,024-pixel images or Table 5's "
-        "d=512 x 6 model and budget")
-    task = "digits16" if preset == "laptop" else "all"
-    return departures_table("06", [], [({"task": task}, what)])
+PRESETS = {"smoke": smoke, "laptop": laptop, "paper": paper}
 
 
 def half_lag(k_max: np.ndarray, lags: np.ndarray) -> int:
@@ -194,3 +176,7 @@ def table(ds: xr.Dataset, lags: Sequence[int] = (1, 10, 100)):
         ["pretrained", "HiPPO baseline"], dims="kernels"))
     k = both.mean("seed").sel(lag=lags).rename("K_max")
     return k.to_dataframe()["K_max"].unstack("lag").round(4)
+
+
+STUDY = Study(NAME, "Fig. 4: kernels learned by SPT vs. their HiPPO initialisation, per layer",
+              ("task", "seed"), PRESETS, table)

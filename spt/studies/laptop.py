@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from ..config import ObjectiveConfig, TrainConfig, replace
 from ..ssm_config import SSMConfig
 from .arms import Arm, TaskRef
-from .grid import fit_len
+from .smoke import fit_len
 
 SEEDS = (0, 1, 2)
 D_MODEL, N_LAYERS = 64, 3

@@ -14,11 +14,12 @@ import xarray as xr
 from ..config import ObjectiveConfig, replace, transformer_preset
 from ..paper import TABLE1
 from .arms import Arm, TaskRef
-from .grid import Entry, GridPreset, grid_study, need_root, smoke_arm, smoke_digits, smoke_listops
-from .smoke import smoke_data_root
+from .job import Entry, GridPreset
+from .smoke import smoke_arm, smoke_data_root, smoke_digits, smoke_listops
+from .study import Study, need_root
 from .tables import compare_table, spt_gains, with_gains, with_your_models
 
-STUDY = "01_lra_transformers"
+NAME = "01_lra_transformers"
 TASKS = ("listops", "text", "retrieval", "image", "pathfinder", "pathx")
 INITS = ("scratch", "masked", "causal")
 
@@ -59,7 +60,7 @@ def task_ref(task: str, root: str) -> TaskRef:
 
 
 def paper(data_root=None) -> GridPreset:
-    root = need_root(data_root, STUDY)
+    root = need_root(data_root, NAME)
     entries = tuple(Entry((("task", t), ("init", i)), task_ref(t, root), arm)
                     for t in TASKS for i, arm in paper_arms(t).items())
     return GridPreset("paper", entries, seeds=(0,), note="Table 4 rows marked †, LRA data")
@@ -115,9 +116,6 @@ LAPTOP_NOTE = ("laptop preset: digits 8x8 as pixel tokens stand in for the LRA t
 PRESETS = {"smoke": smoke, "laptop": laptop, "paper": paper}
 
 
-cells, run, deviations = grid_study(STUDY, PRESETS, "task, init, seed")
-
-
 def table(ds: xr.Dataset):
     """Mean test accuracy (%) per init x task, beside Table 1 (and a row per init of each of your
     models, when the run had ``models=``), then the gain of each SPT over scratch, paired by
@@ -128,3 +126,7 @@ def table(ds: xr.Dataset):
     gains = spt_gains(ds, [("masked SPT - scratch", "masked", "scratch"),
                            ("causal SPT - scratch", "causal", "scratch")])
     return with_gains(compare_table(ds, with_your_models(ds, rows, "transformer"), TABLE1), gains)
+
+
+STUDY = Study(NAME, "Table 1: Transformers of Tay et al.'s sizes, scratch vs. masked and causal SPT",
+              ("task", "init", "seed"), PRESETS, table, takes_models=True)

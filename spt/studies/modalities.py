@@ -27,20 +27,13 @@ from ..config import (
 from ..paper import TABLE3
 from ..ssm_config import SSMConfig
 from .arms import Arm, TaskRef
-from .grid import (
-    Entry,
-    GridPreset,
-    grid_study,
-    need_root,
-    scratch_arm,
-    smoke_arm,
-    smoke_digits,
-    spt_arm,
-)
-from .smoke import smoke_data_root
+from .job import Entry, GridPreset
+from .paper_arms import scratch_arm, spt_arm
+from .smoke import smoke_arm, smoke_data_root, smoke_digits
+from .study import Study, need_root
 from .tables import compare_table, spt_gains, with_gains
 
-STUDY = "07_additional_modalities"
+NAME = "07_additional_modalities"
 TASKS = ("speech_causal", "speech_bi", "scifar", "bidmc_hr", "bidmc_rr", "bidmc_spo2")
 # task -> (loader name, options, seq_len, S4 width, dropout, causal, pooling, mask ratio, Table 6
 #          S4+SPT (FT lr, FT bsz, PT lr, PT bsz), Table 6 S4 scratch (lr, bsz))
@@ -117,7 +110,7 @@ def paper_arms(task: str) -> dict:
 
 
 def paper(data_root=None) -> GridPreset:
-    root = need_root(data_root, STUDY)
+    root = need_root(data_root, NAME)
     entries = tuple(Entry((("task", t), ("model", m), ("init", i)),
                           TaskRef(_ROWS[t][0], root=root, options=_ROWS[t][1]), arm)
                     for t in TASKS for (m, i), arm in paper_arms(t).items())
@@ -142,8 +135,6 @@ def smoke(data_root=None) -> GridPreset:
 PRESETS = {"smoke": smoke, "paper": paper}
 
 
-cells, run, deviations = grid_study(STUDY, PRESETS, "task, model, init, seed")
-
 
 def table(ds: xr.Dataset):
     """Mean test accuracy (%) and R² per task, beside Table 3, then SPT's gain over scratch per
@@ -164,3 +155,7 @@ def table(ds: xr.Dataset):
     table = pd.concat(parts, axis=1)
     blank = lambda v: v in ("", "-") or (isinstance(v, float) and v != v)  # noqa: E731
     return table.drop(columns=[c for c in table.columns if all(map(blank, table[c]))])
+
+
+STUDY = Study(NAME, "Table 3: Speech Commands, sCIFAR and BIDMC, Transformers and S4, scratch vs. SPT",
+              ("task", "model", "init", "seed"), PRESETS, table, takes_models=True)

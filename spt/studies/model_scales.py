@@ -20,20 +20,14 @@ from ..models.model import classifier_model, count_parameters
 from ..paper import TABLE9
 from ..ssm_config import SSMConfig, ssm_preset
 from .arms import TaskRef
-from .grid import (
-    Entry,
-    GridPreset,
-    grid_study,
-    need_root,
-    scratch_arm,
-    smoke_arm,
-    smoke_digits,
-    spt_arm,
-)
+from .job import Entry, GridPreset
 from .lra_transformers import task_ref
+from .paper_arms import scratch_arm, spt_arm
+from .smoke import smoke_arm, smoke_digits
+from .study import Study, need_root
 from .tables import mean_rows, spt_gains, with_gains
 
-STUDY = "09_model_scales"
+NAME = "09_model_scales"
 SIZES = (100e3, 300e3, 1e6, 3e6, 10e6)
 
 
@@ -93,7 +87,7 @@ def _entries(ref: TaskRef, sizes, arms_fn) -> tuple:
 
 
 def paper(data_root=None) -> GridPreset:
-    root = need_root(data_root, STUDY)
+    root = need_root(data_root, NAME)
     return GridPreset("paper", _entries(task_ref("image", root), SIZES, paper_arms),
                       note="LRA Image, Table 2 models resized to 100K-10M parameters")
 
@@ -119,8 +113,6 @@ def smoke(data_root=None) -> GridPreset:
 PRESETS = {"smoke": smoke, "paper": paper}
 
 
-cells, run, deviations = grid_study(STUDY, PRESETS, "model, size, init, seed; each result also holds params")
-
 
 def table(ds: xr.Dataset):
     """Mean test accuracy (%) per model x init (rows) and target size (columns), beside Table 9,
@@ -141,3 +133,7 @@ def table(ds: xr.Dataset):
     table = pd.DataFrame.from_dict(rows, orient="index").round(2)
     gains = spt_gains(ds, [("SPT - scratch", "spt", "scratch")], columns_dim="size")
     return with_gains(table, gains.rename(columns=lambda c: f"{float(c):g}"))
+
+
+STUDY = Study(NAME, "Table 9: rotary Transformers and S4 from 100K to 10M parameters on LRA Image",
+              ("model", "size", "init", "seed"), PRESETS, table, takes_models=True)

@@ -154,12 +154,10 @@ def plan(study: str, *, preset: str = "paper", data_root=None,
          tasks: Optional[Sequence[str]] = None) -> list:
     """One StagePlan per stage of every cell of `study` at `preset` (one seed each: seeds share
     their plan). Without a data root, a paper preset is sized by the paper's split sizes."""
-    from . import STUDIES, quickstart
-    from .stages import study_stage_views
-    if study != quickstart.STUDY and study not in STUDIES:
-        raise ValueError(f"no study {study!r}; studies: {', '.join(STUDIES)}")
+    from .registry import study as find_study
+    s = find_study(study)
     by_paper = preset == "paper" and not data_root
-    cells = study_stage_views(study, preset, data_root or "DATA", tasks)
+    cells = s.stage_views(preset, data_root or "DATA", tasks)
     sizes: dict = {}
     out = []
     for coords, views, seeds in cells:
@@ -167,7 +165,7 @@ def plan(study: str, *, preset: str = "paper", data_root=None,
             key = repr(v.task)
             if key not in sizes:
                 sizes[key] = examples_of(v.task, by_paper)
-            out.append(plan_stage(study, coords, v, sizes[key], seeds))
+            out.append(plan_stage(s.name, coords, v, sizes[key], seeds))
     return out
 
 

@@ -6,7 +6,7 @@ one study runner (:func:`spt.studies.cells.run_cells`) runs or reuses each cell,
 per cell under ``OUT/00_quickstart/``. The notebook's parameters are the fields of Setup.
 
     setup = Setup(n_train=100)
-    ds = run(setup, "results", seeds=[0, 1, 2])     # Dataset over (init, seed)
+    ds = STUDY.run(setup, "results", seeds=[0, 1, 2])     # Dataset over (init, seed)
     summary_table(ds); print(describe_budgets(ds, setup))
 """
 from __future__ import annotations
@@ -22,10 +22,12 @@ import xarray as xr
 from ..config import ObjectiveConfig, TrainConfig, TransformerConfig
 from ..model_config import model_config_to_dict
 from .arms import Arm, TaskRef
-from .cells import run_cells, run_folder
-from .grid import Entry, GridPreset, grid_cells, grid_study, layer_from_spec, with_models
+from .cells import run_folder
+from .job import Entry, GridPreset
+from .study import Study
+from .yours import layer_from_spec
 
-STUDY = "00_quickstart"
+NAME = "00_quickstart"
 INITS = ("scratch", "spt")
 
 
@@ -158,41 +160,13 @@ PRESETS = {
         "the laptop preset with continuous pixel values (L1 pretraining) instead of tokens")),
 }
 
-cells, _run_preset, _deviations = grid_study(STUDY, PRESETS, "init, seed")
-
 NO_PAPER_PRESET = ("the quickstart has no paper preset: it stands in for Table 1's LRA Image row "
                    "(pixel tokens, a d=64 x 3 Transformer) on 8x8 digits; study "
                    "01_lra_transformers runs the paper's settings on LRA")
 
 
-def deviations(preset: str = "laptop", data_root="DATA"):
-    """Where the preset departs from the paper (a DataFrame): every quickstart preset stands in
-    for the paper's LRA Image row; "paper" says where the paper's settings are run instead."""
-    if preset == "paper":
-        from .fidelity import departures_table
-        return departures_table("00", [], [({"preset": "paper"}, NO_PAPER_PRESET)])
-    return _deviations(preset, data_root)
-
-
-def run(setup: Setup | str = "laptop", out_dir="results", *,
-        seeds: Optional[Sequence[int]] = None, workers: int = 1, device: str = "auto",
-        data_root=None, models: Optional[dict] = None) -> xr.Dataset:
-    """Run (or reuse) SPT and scratch for every seed; returns a Dataset over (init, seed), or
-    over (model, init, seed) with `models`.
-
-    setup  : a Setup, or the name of a preset ("smoke", "laptop", "continuous").
-    models : your model configs beside the quickstart's Transformer, {name: config}
-             (:func:`spt.studies.grid.with_models`): each gets the same task, pretraining,
-             finetuning and scratch settings.
-    The variables are the study runner's (:func:`spt.studies.arms.run_arm`); the pretraining
-    variables (pretrain_*) keep the SPT row only, over seed.
-    """
-    if isinstance(setup, str):
-        ds = _run_preset(setup, out_dir, data_root=data_root, seeds=seeds, workers=workers,
-                         device=device, models=models)
-    else:
-        p = with_models(grid(setup, seeds or (0, 1, 2, 3, 4, 5)), models, STUDY)
-        ds = run_cells(STUDY, grid_cells(p, device=device), out_dir, workers=workers)
+def spt_pretraining_only(ds: xr.Dataset) -> xr.Dataset:
+    """The pretraining variables (pretrain_*) of the SPT row only, over seed (scratch has none)."""
     for v in [v for v in ds.data_vars if v.startswith("pretrain_")]:
         ds[v] = ds[v].sel(init="spt", drop=True)
     return ds
@@ -234,7 +208,7 @@ def comparison_models(setup: Setup, layer=None, kwargs: Optional[dict] = None, n
 def pretrain_checkpoint(out_dir, seed: int = 0, model: Optional[str] = None) -> Path:
     """best.pt of the SPT run's pretraining for `seed` (and `model`, when the run had models)."""
     coords = {"model": model} if model else {}
-    path = run_folder(out_dir, STUDY, {**coords, "init": "spt", "seed": seed}) / "pretrain" / "best.pt"
+    path = run_folder(out_dir, NAME, {**coords, "init": "spt", "seed": seed}) / "pretrain" / "best.pt"
     if not path.exists():
         raise FileNotFoundError(f"no pretraining checkpoint at {path}: run the quickstart (with "
                                 f"this model and seed) into {out_dir} first")
@@ -370,3 +344,8 @@ def describe_budgets(ds: xr.Dataset, setup: Setup) -> str:
         lines.append(f"Warning: scratch runs of seeds {capped} hit the epoch cap before validation "
                      f"stopped improving; raise max_epochs for a fair comparison.")
     return "\n".join(lines)
+
+
+STUDY = Study(NAME, "The quickstart: SPT vs. scratch on 100 digits as pixel tokens, six seeds",
+              ("init", "seed"), PRESETS, summary_table, takes_models=True, preset_from=grid,
+              finish=spt_pretraining_only, no_paper=NO_PAPER_PRESET)

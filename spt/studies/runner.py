@@ -11,10 +11,10 @@ A batch grid (YAML) has `fixed` parameters and a `grid` of parameters whose list
       seeds: [[0], [1], [2]]
       device: [cuda]
 
-Each grid cell is one papermill run into ``<out>/<cell name>/`` (its results, its executed
-notebook, and DONE or FAILED). Cells with DONE are skipped; a failing cell is recorded and the
-others go on; ``shard=(i, n)`` runs the cells whose index is i modulo n, so n GPUs / nodes cover
-every cell exactly once.
+Each batch run (one point of the grid) is one papermill run into ``<out>/<run name>/`` (its
+results, its executed notebook, and DONE or FAILED). Runs with DONE are skipped; a failing run is
+recorded and the others go on; ``shard=(i, n)`` takes the runs whose index is i modulo n, so n
+GPUs / nodes cover every run exactly once. (A batch run's notebook then runs its study's cells.)
 """
 from __future__ import annotations
 
@@ -42,26 +42,17 @@ def notebooks_dir(path=None) -> Path:
 
 
 def list_studies(nb_dir=None) -> dict[str, str]:
-    """{study name: its title (the notebook's first heading)} for every study notebook (the
-    paper's studies of :data:`spt.studies.STUDIES`; the quickstart, walkthrough, explorers and
-    your-architecture notebooks are not studies of the paper)."""
-    from . import STUDIES
+    """{study name: its title (Study.title)} for every study notebook (the paper's studies of
+    :data:`spt.studies.STUDIES`; the quickstart, walkthrough, explorers and your-architecture
+    notebooks are not studies of the paper)."""
+    from .registry import STUDIES
 
     out = {}
     for nb in sorted(notebooks_dir(nb_dir).glob("*.ipynb")):
         if not STUDY_PATTERN.match(nb.stem) or nb.stem not in STUDIES:
             continue
-        out[nb.stem] = _title(nb)
+        out[nb.stem] = STUDIES[nb.stem].title
     return out
-
-
-def _title(nb: Path) -> str:
-    for cell in json.loads(nb.read_text()).get("cells", []):
-        if cell.get("cell_type") == "markdown":
-            for line in "".join(cell.get("source", "")).splitlines():
-                if line.startswith("#"):
-                    return line.lstrip("# ").strip()
-    return ""
 
 
 def study_notebook(name: str, nb_dir=None) -> Path:
@@ -107,10 +98,10 @@ def check_parameters(nb: Path, params: dict) -> None:
     if "device" in params and not DEVICE.match(str(params["device"])):
         raise ValueError(f"{nb.name}: parameter device takes auto, cpu, cuda, cuda:N or mps, got "
                          f"{params['device']!r}")
-    from . import STUDIES
-    module = STUDIES.get(nb.stem)
-    if module is not None and "preset" in params:
-        presets = module.PRESETS
+    from .registry import QUICKSTART, STUDIES
+    s = QUICKSTART if nb.stem == QUICKSTART.name else STUDIES.get(nb.stem)
+    if s is not None and "preset" in params:
+        presets = s.presets
         if params["preset"] not in presets:
             raise ValueError(f"{nb.name}: unknown preset {params['preset']!r}; choose from "
                              f"{', '.join(presets)}")
@@ -177,15 +168,17 @@ def _slug(v) -> str:
     return re.sub(r"[^A-Za-z0-9.+-]+", "-", s).strip("-") or "x"
 
 
-def grid_cells(spec: dict) -> list[tuple[str, dict]]:
-    """[(cell name, parameters)] in a fixed order: the product of the grid lists, in file order."""
+def batch_runs(spec: dict) -> list[tuple[str, dict]]:
+    """[(run name, notebook parameters)] of a batch grid in a fixed order: the product of the
+    grid lists, in file order. Each is one papermill run of the notebook (whose own study cells
+    it then runs or reuses)."""
     keys = list(spec["grid"])
-    cells = []
+    runs = []
     for values in itertools.product(*(spec["grid"][k] for k in keys)):
         params = {**spec["fixed"], **dict(zip(keys, values))}
         name = "__".join(f"{k}={_slug(v)}" for k, v in zip(keys, values))
-        cells.append((name, params))
-    return cells
+        runs.append((name, params))
+    return runs
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -197,38 +190,38 @@ def parse_shard(text: str) -> tuple[int, int]:
 
 def run_batch(name: str, spec: dict, out_dir, *, shard: tuple[int, int] = (0, 1), nb_dir=None,
               log=print, log_output: bool = False) -> dict:
-    """Run this shard's grid cells, skipping finished ones; returns {cell: "done" | "skipped" |
+    """Run this shard's batch runs, skipping finished ones; returns {run: "done" | "skipped" |
     "failed: <error>"} and writes it to ``out_dir/batch-status-<i>of<n>.json``."""
     nb = study_notebook(name, nb_dir)
-    cells = grid_cells(spec)
-    for _, params in cells:
+    runs = batch_runs(spec)
+    for _, params in runs:
         check_parameters(nb, {**params, "out_dir": ""})
     i, n = shard
-    mine = [c for k, c in enumerate(cells) if k % n == i]
+    mine = [r for k, r in enumerate(runs) if k % n == i]
     out_dir = Path(out_dir)
     status = {}
-    log(f"{nb.stem}: {len(cells)} grid cells, shard {i}/{n} runs {len(mine)}")
-    for cell, params in mine:
-        cell_dir = out_dir / cell
-        done, failed = cell_dir / "DONE", cell_dir / "FAILED"
+    log(f"{nb.stem}: {len(runs)} batch runs, shard {i}/{n} runs {len(mine)}")
+    for run, params in mine:
+        run_dir = out_dir / run
+        done, failed = run_dir / "DONE", run_dir / "FAILED"
         if done.exists():
-            status[cell] = "skipped"
-            log(f"  skip  {cell} (DONE)")
+            status[run] = "skipped"
+            log(f"  skip  {run} (DONE)")
             continue
-        cell_dir.mkdir(parents=True, exist_ok=True)
+        run_dir.mkdir(parents=True, exist_ok=True)
         failed.unlink(missing_ok=True)
         try:
-            run_study(str(nb), cell_dir, parameters=params, log_output=log_output)
-        except Exception as e:  # a failing cell must not stop the others
+            run_study(str(nb), run_dir, parameters=params, log_output=log_output)
+        except Exception as e:  # a failing run must not stop the others
             msg = f"{type(e).__name__}: {str(e).strip().splitlines()[-1] if str(e).strip() else ''}"
             failed.write_text(json.dumps({"parameters": params, "error": msg,
                                           "traceback": traceback.format_exc()}, indent=1))
-            status[cell] = f"failed: {msg}"
-            log(f"  FAIL  {cell}: {msg} (details: {failed})")
+            status[run] = f"failed: {msg}"
+            log(f"  FAIL  {run}: {msg} (details: {failed})")
             continue
         done.write_text(json.dumps({"parameters": params}, indent=1))
-        status[cell] = "done"
-        log(f"  done  {cell}")
+        status[run] = "done"
+        log(f"  done  {run}")
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / f"batch-status-{i}of{n}.json").write_text(json.dumps(status, indent=1))
     return status

@@ -7,17 +7,25 @@ synthetic regression in BIDMC's .ts format (:func:`write_synthetic_bidmc`).
 Numbers from smoke runs check the pipeline; they are not the paper's results.
 
     root = smoke_data_root()   # ~/.cache/spt/smoke-data-v1 (or $SPT_SMOKE_DATA), created on first use
+
+and the smoke sizes: the paper's models shrunk (:func:`shrink`), a few epochs at lr 2e-3
+(:func:`smoke_train`), both at once for an arm (:func:`smoke_arm`), and the smoke tasks
+(:func:`smoke_listops`, :func:`smoke_digits`).
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
 from ..atomic import atomic_write
+from ..config import TrainConfig, TransformerConfig, replace
 from ..data.listops import FOLDER as LISTOPS_FOLDER
 from ..data.listops import write_listops
 from ..data.pathfinder import pathfinder_dir
 from ..data.pathfinder_generator import write_pathfinder
+from ..ssm_config import SSMConfig
+from .arms import Arm, TaskRef
 
 VERSION = 1
 # short expressions: 10-100 symbols, depth <= 3, <= 5 arguments
@@ -84,3 +92,53 @@ def write_synthetic_bidmc(root) -> Path:
             text = "\n".join(head + lines) + "\n"
             atomic_write(folder / f"BIDMC32{target}_{split}.ts", lambda tmp: tmp.write_text(text))
     return folder
+
+
+# ------------------------------------------------------------------------------------ smoke sizes
+SMOKE_EPOCHS = 3
+
+
+def shrink(model, **sizes):
+    """The paper's model reduced to smoke size, keeping its kind, positions, pooling, causality."""
+    if isinstance(model, SSMConfig):
+        base = dict(d_model=16, n_layers=2, d_state=8 if model.kind != "dlr" else 16)
+    else:
+        base = dict(d_model=32, n_layers=2, n_heads=2, d_ff=64)
+    base.update(sizes)
+    return replace(model, **base)
+
+
+SMOKE_LR = 2e-3
+
+
+def smoke_train(cfg: TrainConfig, epochs: int = SMOKE_EPOCHS, **changes) -> TrainConfig:
+    """Paper optimisation settings with a smoke budget: few epochs, batch <= 32, no progress bar,
+    and lr 2e-3 (the paper's rates, down to 5e-5, move a tiny model nowhere in 3 epochs)."""
+    return replace(cfg, **{"epochs": epochs, "batch_size": min(cfg.batch_size, 32),
+                           "progress": False, "patience": None, "lr": SMOKE_LR, **changes})
+
+
+def fit_len(model, seq_len: int):
+    """Set the model's max_len to the task's sequence length (and drop local attention blocks that
+    no longer divide it)."""
+    if isinstance(model, TransformerConfig) and model.local_block and model.local_block >= seq_len:
+        model = replace(model, local_block=None)
+    return replace(model, max_len=seq_len)
+
+
+def smoke_arm(arm: Arm, seq_len: int, epochs: int = SMOKE_EPOCHS, **sizes) -> Arm:
+    """The arm at smoke size: shrunk model, few epochs."""
+    return dataclasses.replace(
+        arm, model=fit_len(shrink(arm.model, **sizes), seq_len),
+        train=smoke_train(arm.train, epochs),
+        pretrain=smoke_train(arm.pretrain, epochs) if arm.pretrain else None)
+
+
+def smoke_listops(root) -> TaskRef:
+    """The smoke ListOps: generated short ListOps under `root` (smoke_data_root), 128 tokens."""
+    return TaskRef("listops", root=root, options=(("seq_len", 128),))
+
+
+def smoke_digits(n_train: int = 200, fraction: float = 1.0) -> TaskRef:
+    """The smoke stand-in for the image tasks: the embedded 8x8 digits (64 pixels, no data root)."""
+    return TaskRef("digits", fraction=fraction, options=(("size", 8), ("n_train", n_train)))

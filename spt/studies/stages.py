@@ -108,18 +108,3 @@ def stage_values(v: StageView) -> dict:
         out.update(objective=v.objective.kind, loss=v.objective.loss,
                    mask_ratio=v.objective.mask_ratio if masked else None)
     return out
-
-
-def study_stage_views(study: str, preset: str, data_root="DATA", tasks=None) -> list:
-    """[(coords, [StageView], seeds)] of every cell of `study` at `preset` (one entry per grid
-    point: the seeds share it). data_root only names the tasks' folder; nothing is read."""
-    from . import STUDIES, quickstart
-    from .grid import only_tasks, pick
-    module = quickstart if study == quickstart.STUDY else STUDIES.get(study)
-    if module is None:
-        raise ValueError(f"no study {study!r}; studies: {quickstart.STUDY}, {', '.join(STUDIES)}")
-    own = getattr(module, "stage_views", None)
-    if own is not None:
-        return own(preset, data_root, tasks)
-    p = only_tasks(pick(module.PRESETS, preset, study, data_root), tasks, study)
-    return [(dict(e.coords), e.arm.stages(e.ref), len(p.seeds)) for e in p.entries]

@@ -8,8 +8,8 @@ Grid: task x init x seed, init in {"pretrained", "random"}. One cell = one finet
 :func:`spt.train.engine.fit` with the Supervised objective (spt's engine: best-validation weights,
 test accuracy of those, resumable), no regularisation (weight decay 0, Pythia's dropout 0).
 
-    ds = run("smoke", "results")     # CPU, offline, tiny GPT-NeoX; Dataset (task, init, seed)
-    table(ds)                        # ours beside Table 2's "Pythia 70M" rows
+    ds = STUDY.run("smoke", "results")   # CPU, offline, tiny GPT-NeoX; Dataset (task, init, seed)
+    STUDY.table(ds)                      # ours beside Table 2's "Pythia 70M" rows
 
 The smoke preset cannot download Pythia: "pretrained" there is a 2-layer d=32 GPT-NeoX trained for
 150 steps on byte-level English text shipped with Python (standard-library docstrings; made once
@@ -24,7 +24,7 @@ import json
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
 import torch
 import xarray as xr
@@ -37,13 +37,14 @@ from ..paper import TABLE2
 from ..train.engine import fit
 from ..train.objectives import Supervised
 from .arms import TaskRef, epochs_run, history_curve
-from .cells import Cell, run_cells, scalar_dataset
-from .grid import check_data, need_root, pick_tasks
+from .cells import scalar_dataset
+from .job import Entry, GridPreset, Job
 from .smoke import default_smoke_root, smoke_data_root
 from .stages import StageView
+from .study import Study, need_root
 from .tables import compare_table, spt_gains, with_gains
 
-STUDY = "05_text_corpus_pretraining"
+NAME = "05_text_corpus_pretraining"
 INITS = ("pretrained", "random")
 # LMConfig.source of the smoke presets: the tiny text LM, trained offline on first use.
 SMOKE_LM = "spt-smoke:tiny-gpt-neox"
@@ -86,7 +87,7 @@ class TaskRow:
         return TaskRef(self.task, root=None if self.task == "digits" else root,
                        options=self.options)
 
-    def train_config(self, p: "Preset", device: str) -> TrainConfig:
+    def train_config(self, p: "LMSettings", device: str = "auto") -> TrainConfig:
         mb = self.micro_batch or self.batch_size
         return TrainConfig(lr=self.lr, batch_size=mb, accum_steps=self.batch_size // mb,
                            weight_decay=0.0, epochs=p.epochs, patience=p.patience,
@@ -94,14 +95,14 @@ class TaskRow:
                            schedule=self.schedule, schedule_steps=self.schedule_steps,
                            **dict(p.optim))
 
-    def lm(self, p: "Preset", init: str) -> LMConfig:
+    def lm(self, p: "LMSettings", init: str) -> LMConfig:
         return LMConfig(source=p.source, init=init, revision=p.revision,
                         pooling=self.pooling or p.pooling, head=self.head)
 
 
 @dataclass(frozen=True)
-class Preset:
-    """A study preset.
+class LMSettings:
+    """What a preset of this study finetunes, and how.
 
     tasks   : TaskRows; source: GPT-NeoX repo id / folder, or SMOKE_LM for the tiny offline LM.
     epochs, patience : finetuning budget (early stopping on validation accuracy).
@@ -149,8 +150,8 @@ PAPER_TASKS = (
 # regularization"; the authors' AdamW betas, no clipping.
 PAPER_LM_OPTIM = tuple(dict(PAPER_OPTIM, max_time=2 * DAY).items())
 
-PRESETS = {
-    "smoke": Preset(
+SETTINGS = {
+    "smoke": LMSettings(
         "smoke",
         (TaskRow("listops", "listops", 1e-3, 32, options=(("seq_len", 128),)),
          TaskRow("digits", "digits", 1e-3, 32,
@@ -160,7 +161,7 @@ PRESETS = {
              "standard-library docstrings stands in for Pythia 70M; generated ListOps (<= 100 "
              "symbols) and 8x8 digits as 17 pixel tokens stand in for LRA. lr 1e-3, 4 epochs. It "
              "checks the pipeline; its numbers are not the paper's."),
-    "paper": Preset(
+    "paper": LMSettings(
         "paper", PAPER_TASKS, source=PYTHIA_70M, epochs=200, patience=PAPER_PATIENCE,
         optim=PAPER_LM_OPTIM,
         note="Pythia 70M (deduped) vs. random init, Table 5 learning rates and batch sizes, the "
@@ -169,11 +170,12 @@ PRESETS = {
 }
 
 
-def preset(name: str) -> Preset:
-    """PRESETS[name], or an error listing the presets."""
-    if name not in PRESETS:
-        raise ValueError(f"study {STUDY}: unknown preset {name!r}; choose from {', '.join(PRESETS)}")
-    return PRESETS[name]
+def settings(name: str) -> LMSettings:
+    """SETTINGS[name], or an error listing the presets."""
+    if name not in SETTINGS:
+        raise ValueError(f"study {NAME}: unknown preset {name!r}; choose from "
+                         f"{', '.join(SETTINGS)}")
+    return SETTINGS[name]
 
 
 def smoke_lm_dir(tiny: TinyLMConfig, root=None) -> Path:
@@ -186,18 +188,6 @@ def lm_dict(lm: LMConfig) -> dict:
     """How a cell stores its LMConfig: its fields, those of LATER_MODEL_FIELDS left out at the
     value runs written before them had (so those runs still resume and count as their cell)."""
     return without_later_fields(dataclasses.asdict(lm), LATER_MODEL_FIELDS)
-
-
-def stage_views(preset_name: str = "paper", data_root="DATA", tasks=None) -> list:
-    """[(coords, [StageView], seeds)] of every (task, init) of the preset: one finetuning stage
-    each."""
-    p = preset(preset_name)
-    rows = pick_tasks(p.tasks, lambda r: r.name, tasks, STUDY)
-    root = str(smoke_data_root()) if p.source == SMOKE_LM else str(data_root)
-    return [({"task": row.name, "init": init},
-             [StageView("finetune", row.train_config(p, "auto"), row.lm(p, init), row.ref(root),
-                        row=("pythia", row.name))], len(p.seeds))
-            for row in rows for init in INITS]
 
 
 def resolve_source(lm: LMConfig, tiny: Optional[TinyLMConfig]) -> LMConfig:
@@ -241,56 +231,52 @@ def _finetune_cell(ref: TaskRef, lm: LMConfig, train: TrainConfig, seed: int,
                              f"curve_val_{m}": history_curve(r.history, f"val_{m}")})
 
 
-def cells(preset_name: str = "smoke", *, data_root=None, seeds: Optional[Sequence[int]] = None,
-          device: str = "auto", dry=None, tasks: Optional[Sequence[str]] = None) -> list[Cell]:
-    """One Cell per (task, init, seed) of the preset named `preset_name` (dry: a
-    :class:`spt.studies.check.DryRun` or None). Fails before training when a task's data folder
-    is missing."""
-    p = preset(preset_name)
-    p = dataclasses.replace(p, tasks=tuple(pick_tasks(p.tasks, lambda r: r.name, tasks, STUDY)))
-    root = str(smoke_data_root()) if p.source == SMOKE_LM else need_root(data_root, STUDY)
-    if p.source != SMOKE_LM:
-        check_data([row.ref(root) for row in p.tasks], STUDY)
-    seeds = tuple(seeds) if seeds else p.seeds
-    out = []
+@dataclass(frozen=True)
+class LMFinetune(Job):
+    """One cell's job: finetune the GPT-NeoX of `lm` on the task with `train` (a Job, see
+    :mod:`spt.studies.job`). tiny: the smoke preset's tiny LM (trained on first use); threads:
+    torch CPU threads while it trains (None: as set)."""
+
+    lm: LMConfig
+    train: TrainConfig
+    tiny: Optional[TinyLMConfig] = None
+    threads: Optional[int] = None
+    row: tuple = ()
+    note: str = ""
+
+    def to_dict(self) -> dict:
+        return {"lm": lm_dict(self.lm), "train": to_dict(self.train),
+                "tiny_lm": dataclasses.asdict(self.tiny) if self.tiny else None}
+
+    def run(self, task, seed: int, run_dir) -> xr.Dataset:
+        return run_cell(task, self.lm, self.train, seed, self.tiny, self.threads, run_dir)
+
+    def stages(self, ref: TaskRef) -> list:
+        return [StageView("finetune", self.train, self.lm, ref, row=self.row)]
+
+    def with_device(self, device: str) -> "LMFinetune":
+        return dataclasses.replace(self, train=replace(self.train, device=device))
+
+    def dry(self, dry) -> "LMFinetune":
+        return dataclasses.replace(self, train=dry.train(self.train))
+
+
+def _grid(name: str, data_root=None) -> GridPreset:
+    """The GridPreset of SETTINGS[name]: one LMFinetune per task x init."""
+    p = settings(name)
+    root = str(smoke_data_root()) if p.source == SMOKE_LM else need_root(data_root, NAME)
+    entries = []
     for row in p.tasks:
-        ref, train = row.ref(root), row.train_config(p, device)
-        if dry is not None:
-            ref, train = dry.ref(ref), dry.train(train)
+        note = (f"micro-batches of {row.micro_batch} (gradient accumulation to the paper's batch "
+                f"{row.batch_size}): memory only" if row.micro_batch else "")
         for init in INITS:
-            lm = row.lm(p, init)
-            for s in seeds:
-                config = {"task": ref.to_dict(), "lm": lm_dict(lm),
-                          "train": to_dict(train), "seed": int(s),
-                          "tiny_lm": dataclasses.asdict(p.tiny) if p.tiny else None}
-                out.append(Cell(coords={"task": row.name, "init": init, "seed": int(s)},
-                                run=partial(run_cell, ref, lm, train, int(s), p.tiny, p.threads),
-                                config=config))
-    return out
+            job = LMFinetune(row.lm(p, init), row.train_config(p), p.tiny, p.threads,
+                             row=("pythia", row.name), note=note)
+            entries.append(Entry((("task", row.name), ("init", init)), row.ref(root), job))
+    return GridPreset(name, tuple(entries), seeds=p.seeds, note=p.note)
 
 
-def run(preset: str = "smoke", out_dir="results", *, data_root=None,
-        seeds: Optional[Sequence[int]] = None, workers: int = 1, device: str = "auto",
-        tasks: Optional[Sequence[str]] = None) -> xr.Dataset:
-    """Run (or reuse) every cell of the study; returns a Dataset over (task, init, seed)."""
-    cs = cells(preset, data_root=data_root, seeds=seeds, device=device, tasks=tasks)
-    return run_cells(STUDY, cs, out_dir, workers=workers)
-
-
-def deviations(preset_name: str = "paper", data_root="DATA"):
-    """Where the preset departs from the paper and why (a DataFrame; see
-    :func:`spt.studies.fidelity.departures_table`): for the paper preset every setting that
-    differs from spt/studies/paper_settings.tsv, then the micro-batches (memory only); for the
-    smoke preset, what it stands in for."""
-    from .fidelity import departures_table
-    p = preset(preset_name)
-    notes = [({"task": row.name}, f"micro-batches of {row.micro_batch} (gradient accumulation to "
-              f"the paper's batch {row.batch_size}): memory only")
-             for row in p.tasks if row.micro_batch]
-    if p.name != "paper":
-        return departures_table("05", [], [({"task": "all"}, p.note)] + notes)
-    return departures_table("05", [(c, v) for c, v, _ in stage_views(preset_name, data_root)],
-                            notes)
+PRESETS = {name: partial(_grid, name) for name in SETTINGS}
 
 
 def table(ds: xr.Dataset):
@@ -301,3 +287,7 @@ def table(ds: xr.Dataset):
             ("random init", {"init": "random"}, "Pythia 70M (Rand Init)")]
     gains = spt_gains(ds, [("pretrained - random init", "pretrained", "random")])
     return with_gains(compare_table(ds, rows, TABLE2), gains)
+
+
+STUDY = Study(NAME, "Table 2's Pythia rows: Pythia 70M pretrained on the Pile vs. random init",
+              ("task", "init", "seed"), PRESETS, table)

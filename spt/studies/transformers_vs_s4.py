@@ -12,22 +12,14 @@ from ..config import replace, transformer_preset
 from ..paper import TABLE2
 from ..ssm_config import ssm_preset
 from .arms import Arm
-from .grid import (
-    Entry,
-    GridPreset,
-    grid_study,
-    need_root,
-    scratch_arm,
-    smoke_arm,
-    smoke_digits,
-    smoke_listops,
-    spt_arm,
-)
+from .job import Entry, GridPreset
 from .lra_transformers import task_ref
-from .smoke import smoke_data_root
+from .paper_arms import scratch_arm, spt_arm
+from .smoke import smoke_arm, smoke_data_root, smoke_digits, smoke_listops
+from .study import Study, need_root
 from .tables import compare_table, spt_gains, with_gains, with_your_models
 
-STUDY = "02_transformers_vs_s4"
+NAME = "02_transformers_vs_s4"
 TASKS = ("listops", "text", "retrieval", "image", "pathfinder", "pathx")
 
 
@@ -54,7 +46,7 @@ def paper_arms(task: str) -> dict:
 
 
 def paper(data_root=None) -> GridPreset:
-    root = need_root(data_root, STUDY)
+    root = need_root(data_root, NAME)
     entries = tuple(Entry((("task", t), ("model", m), ("init", i)), task_ref(t, root), arm)
                     for t in TASKS + ("pathx256",) for (m, i), arm in paper_arms(t).items())
     return GridPreset("paper", entries, note="Table 4 rotary rows, Table 5 S4 rows, LRA data")
@@ -73,8 +65,6 @@ def smoke(data_root=None) -> GridPreset:
 PRESETS = {"smoke": smoke, "paper": paper}
 
 
-cells, run, deviations = grid_study(STUDY, PRESETS, "task, model, init, seed")
-
 
 def table(ds: xr.Dataset):
     """Mean test accuracy (%) per model x init x task, beside Table 2 (and a row per init of each
@@ -88,3 +78,7 @@ def table(ds: xr.Dataset):
             ("S4 + Masked SPT", {"model": "s4", "init": "spt"}, "S4 + Masked SPT")]
     gains = spt_gains(ds, [("SPT - scratch", "spt", "scratch")])
     return with_gains(compare_table(ds, with_your_models(ds, rows, "transformer"), TABLE2), gains)
+
+
+STUDY = Study(NAME, "Table 2 and Fig. 1: rotary Transformers and S4, scratch vs. masked SPT",
+              ("task", "model", "init", "seed"), PRESETS, table, takes_models=True)

@@ -29,7 +29,7 @@ def test_laptop_budgets_are_fair_to_scratch(study):
     assert len(p.seeds) >= 3
     by_init = {}
     for e in p.entries:
-        by_init.setdefault(dict(e.coords)["init"], []).append(e.arm)
+        by_init.setdefault(dict(e.coords)["init"], []).append(e.job)
     for arm in by_init["scratch"]:
         assert arm.objective is None and arm.pretrain is None
         if study == "01_lra_transformers":  # the quickstart's cells, shared with make demo
@@ -54,10 +54,10 @@ def test_patience_never_waits_fewer_steps_than_the_floor():
     for e in _laptop(data_scales).entries:
         n = round(dict(e.coords)["fraction"] * DIGITS_POOL)
         steps_per_epoch = -(-n // BATCH)
-        patience = e.arm.train.patience
+        patience = e.job.train.patience
         assert patience * steps_per_epoch >= MIN_PATIENCE_STEPS
         assert patience == 20 or (patience - 1) * steps_per_epoch < MIN_PATIENCE_STEPS
-    assert {e.arm.train.patience for e in _laptop(explicit_priors).entries} == {20}
+    assert {e.job.train.patience for e in _laptop(explicit_priors).entries} == {20}
 
 
 @pytest.mark.parametrize("study", ["00_quickstart", "03_explicit_priors", "04_data_scales"])
@@ -66,10 +66,10 @@ def test_laptop_runs_validate_often_enough_for_their_stopping_rule(study):
     holds at least 5 validations on both sides, the same on both sides, and pretraining validates
     at least 20 times."""
     for e in _laptop(GRID_STUDIES[study][0]).entries:
-        t = e.arm.train
+        t = e.job.train
         assert t.eval_every > 1 and t.patience // t.eval_every >= 5, (e.coords, t)
-        if e.arm.pretrain is not None:
-            pt = e.arm.pretrain
+        if e.job.pretrain is not None:
+            pt = e.job.pretrain
             n = {"00_quickstart": 100, "03_explicit_priors": 100}.get(
                 study, round(dict(e.coords).get("fraction", 1) * DIGITS_POOL))
             per_epoch = -(-n // BATCH)
@@ -78,7 +78,7 @@ def test_laptop_runs_validate_often_enough_for_their_stopping_rule(study):
     by_coords = {}
     for e in _laptop(GRID_STUDIES[study][0]).entries:
         key = tuple((k, v) for k, v in e.coords if k != "init")
-        by_coords.setdefault(key, set()).add(e.arm.train.eval_every)
+        by_coords.setdefault(key, set()).add(e.job.train.eval_every)
     assert all(len(v) == 1 for v in by_coords.values()), "both sides validate alike"
 
 
@@ -87,14 +87,14 @@ def test_laptop_presets_use_the_papers_encodings_and_grids():
     p = _laptop(lra_transformers)
     assert [dict(e.coords)["init"] for e in p.entries] == ["scratch", "masked", "causal"]
     assert all(dict(e.ref.options).get("tokens") for e in p.entries)
-    causal = p.entries[2].arm
+    causal = p.entries[2].job
     assert causal.model.causal and causal.objective.kind == "causal"
     # 03: S4 and DLR x structured / random x scratch / SPT, continuous pixels (S4's Image input)
     p = _laptop(explicit_priors)
     combos = {(dict(e.coords)["model"], dict(e.coords)["ssm_init"], dict(e.coords)["init"])
               for e in p.entries}
     assert len(combos) == 8
-    inits = {(dict(e.coords)["model"], dict(e.coords)["ssm_init"]): e.arm.model.init
+    inits = {(dict(e.coords)["model"], dict(e.coords)["ssm_init"]): e.job.model.init
              for e in p.entries}
     assert inits[("s4", "random")] == inits[("dlr", "random")] == "random"
     assert inits[("s4", "structured")] != "random" and inits[("dlr", "structured")] != "random"
@@ -103,10 +103,10 @@ def test_laptop_presets_use_the_papers_encodings_and_grids():
     p = _laptop(data_scales)
     fractions = sorted({e.ref.fraction for e in p.entries})
     assert len(fractions) >= 4 and fractions[0] <= 0.02
-    assert {e.arm.pretrain.max_steps for e in p.entries if e.arm.pretrain} == {
+    assert {e.job.pretrain.max_steps for e in p.entries if e.job.pretrain} == {
         data_scales.LAPTOP_PRETRAIN_STEPS}
     # 06: S4 on 16x16 digits, kernels long enough to span many image rows
-    cells = kernel_decay.cells("laptop")
+    cells = kernel_decay.STUDY.cells("laptop")
     assert len(cells) == 3 and cells[0].coords["task"] == "digits16"
     assert cells[0].config["model"]["max_len"] == 256
     assert cells[0].config["pretrain"]["max_steps"] == kernel_decay.LAPTOP_PRETRAIN_STEPS
@@ -117,7 +117,7 @@ def test_laptop_preset_runs_in_its_ci_form(study, tmp_path):
     """Every cell of the laptop preset (seed 0) at 2 steps per stage; the result files hold
     every grid point with finite metrics and the steps each side took."""
     module, dims = GRID_STUDIES[study]
-    cells = module.cells("laptop", seeds=[0], dry=FewSteps(2), device="cpu")
+    cells = module.STUDY.cells("laptop", seeds=[0], dry=FewSteps(2), device="cpu")
     ds = run_cells(study, cells, tmp_path, workers=1, log=lambda s: None)
     assert tuple(ds["test_accuracy"].dims) == dims
     assert len(list((tmp_path / study).glob("*.nc"))) == len(cells)
@@ -128,7 +128,7 @@ def test_laptop_preset_runs_in_its_ci_form(study, tmp_path):
     scratch = ds.sel(init="scratch")
     assert np.all(scratch["steps"].values == 2)
     # every lr of the scratch grid ran: its steps are counted in grid_steps
-    (n_lrs,) = {len(e.arm.lr_grid) or 1 for e in _laptop(module).entries
+    (n_lrs,) = {len(e.job.lr_grid) or 1 for e in _laptop(module).entries
                 if dict(e.coords)["init"] == "scratch"}
     assert np.all(scratch["grid_steps"].values == 2 * n_lrs)
     spt = ds.sel(init=[i for i in ds["init"].values if i not in ("scratch", "scratch_continuous")])
@@ -139,7 +139,7 @@ def test_laptop_preset_runs_in_its_ci_form(study, tmp_path):
 
 
 def test_kernel_decay_laptop_runs_in_its_ci_form(tmp_path):
-    cells = kernel_decay.cells("laptop", seeds=[0], dry=FewSteps(2), device="cpu")
+    cells = kernel_decay.STUDY.cells("laptop", seeds=[0], dry=FewSteps(2), device="cpu")
     ds = run_cells(kernel_decay.STUDY, cells, tmp_path, workers=1, log=lambda s: None)
     assert dict(ds["pretrained"].sizes) == {"task": 1, "seed": 1, "layer": 4, "lag": 256}
     assert float(ds["pretrain_steps"].max()) == 2

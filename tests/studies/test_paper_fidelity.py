@@ -8,15 +8,15 @@ import pytest
 
 from spt.config import DAY, replace, transformer_preset
 from spt.ssm_config import ssm_preset
-from spt.studies import STUDIES, departures, fidelity, quickstart
-from spt.studies.stages import StageView, stage_values, study_stage_views
+from spt.studies import QUICKSTART, STUDIES, departures, fidelity
+from spt.studies.stages import StageView, stage_values
 
 
 def paper_cells():
     """[(study number, coords, StageView)] of every stage of every paper preset."""
     out = []
-    for name in STUDIES:
-        for coords, views, _ in study_stage_views(name, "paper"):
+    for name, study in STUDIES.items():
+        for coords, views, _ in study.stage_views("paper"):
             out += [(name[:2], coords, v) for v in views]
     return out
 
@@ -63,7 +63,7 @@ def test_every_departure_covers_a_difference(cells):
 
 
 def test_a_drifted_setting_is_caught_and_a_stated_one_is_explained():
-    _, views, _ = study_stage_views("02_transformers_vs_s4", "paper", tasks=["text"])[0]
+    _, views, _ = STUDIES["02_transformers_vs_s4"].stage_views("paper", tasks=["text"])[0]
     v = views[0]
     assert not [f for f in fidelity.compare("02", {"task": "text"}, v) if not f.stated]
     drifted = dataclasses.replace(v, train=replace(v.train, lr=v.train.lr * 2, warmup_steps=7))
@@ -93,15 +93,15 @@ def test_equally_specific_lines_that_set_one_field_are_an_error(tmp_path):
         fidelity.reference("02", "s4", "text", "finetune", table)
 
 
-@pytest.mark.parametrize("study", ["00_quickstart", *STUDIES])
-def test_deviations_cover_every_study_and_preset(study):
-    module = quickstart if study == quickstart.STUDY else STUDIES[study]
-    presets = list(module.PRESETS) + (["paper"] if study == quickstart.STUDY else [])
+@pytest.mark.parametrize("name", ["00_quickstart", *STUDIES])
+def test_deviations_cover_every_study_and_preset(name):
+    study = QUICKSTART if name == QUICKSTART.name else STUDIES[name]
+    presets = list(study.presets) + (["paper"] if study is QUICKSTART else [])
     for preset in presets:
-        df = module.deviations(preset)
-        assert len(df), (study, preset)
-        assert not df["why"].str.startswith("UNSTATED").any(), (study, preset)
-        if preset == "paper" and study != quickstart.STUDY:
+        df = study.deviations(preset)
+        assert len(df), (name, preset)
+        assert not df["why"].str.startswith("UNSTATED").any(), (name, preset)
+        if preset == "paper" and study is not QUICKSTART:
             assert set(df["field"]) - {"reading"}, "the paper preset lists its departures"
 
 
@@ -115,7 +115,7 @@ def test_s4_pretraining_warmups_are_the_authors():
 
 def test_pythia_runs_with_the_authors_optimiser_schedules_pooling_and_pixel_tokens():
     from spt.studies import text_corpus
-    views = {c["task"]: v[0] for c, v, _ in text_corpus.stage_views("paper")
+    views = {c["task"]: v[0] for c, v, _ in text_corpus.STUDY.stage_views("paper")
              if c["init"] == "pretrained"}
     for task, v in views.items():
         t = v.train

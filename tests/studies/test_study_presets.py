@@ -5,7 +5,7 @@ import importlib
 import pytest
 
 from spt.data.errors import DataMissingError
-from spt.studies.grid import GridPreset
+from spt.studies.job import GridPreset
 
 GRID_STUDIES = ["lra_transformers", "transformers_vs_s4", "explicit_priors", "data_scales",
                 "modalities", "compute_tied", "model_scales"]
@@ -20,14 +20,14 @@ def test_paper_preset_builds_and_missing_data_is_a_clear_error(name, tmp_path):
     assert len(set(dims)) == 1, "every cell of a study has the same dims"
     assert len({e.coords for e in p.entries}) == len(p.entries), "cells are distinct"
     for e in p.entries:
-        assert e.arm.train.epochs >= 1 and e.arm.model.max_len >= 1
-        assert (e.arm.objective is None) == (e.arm.pretrain is None)
+        assert e.job.train.epochs >= 1 and e.job.model.max_len >= 1
+        assert (e.job.objective is None) == (e.job.pretrain is None)
     with pytest.raises(DataMissingError, match="spt data prepare"):
-        study.run("paper", tmp_path / "out", data_root=str(tmp_path))
+        study.STUDY.run("paper", tmp_path / "out", data_root=str(tmp_path))
     with pytest.raises(ValueError, match="data_root"):
-        study.run("paper", tmp_path / "out")
+        study.STUDY.run("paper", tmp_path / "out")
     with pytest.raises(ValueError, match="unknown preset 'huge'; choose from smoke, "):
-        study.run("huge", tmp_path / "out")
+        study.STUDY.run("huge", tmp_path / "out")
     assert not (tmp_path / "out").exists(), "nothing is written before the data is there"
 
 

@@ -5,7 +5,7 @@ import nbformat
 import pytest
 
 from spt.cli import main
-from spt.studies.runner import grid_cells, parse_shard, read_grid, run_batch, run_study
+from spt.studies.runner import batch_runs, parse_shard, read_grid, run_batch, run_study
 
 pytest.importorskip("papermill")
 
@@ -28,7 +28,7 @@ def test_grid_file_and_shards_cover_every_cell_once(tmp_path):
     g = tmp_path / "grid.yaml"
     g.write_text("fixed: {out_dir: ignored}\ngrid:\n  x: [1, 2]\n  y: [a, b]\n")
     spec = read_grid(g)
-    cells = grid_cells(spec)
+    cells = batch_runs(spec)
     assert [c for c, _ in cells] == ["x=1__y=a", "x=1__y=b", "x=2__y=a", "x=2__y=b"]
     assert cells[3][1] == {"out_dir": "ignored", "x": 2, "y": "b"}
     assert parse_shard("1/2") == (1, 2)

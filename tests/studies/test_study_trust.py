@@ -86,7 +86,8 @@ def test_a_study_started_on_one_device_continues_on_another(tmp_path):
 
 
 def test_real_arms_reuse_across_devices(tmp_path):
-    from spt.studies.quickstart import SMOKE, run
+    from spt.studies.quickstart import SMOKE, STUDY
+    run = STUDY.run
     run(SMOKE, tmp_path, seeds=[0], device="auto")
     stamps = {f: f.stat().st_mtime_ns for f in (tmp_path / "00_quickstart").glob("*.nc")}
     run(SMOKE, tmp_path, seeds=[0], device="cpu")
@@ -116,11 +117,11 @@ def test_a_study_runs_the_tasks_you_have(tmp_path):
     from spt.studies import lra_transformers
     write_fixtures(tmp_path, tasks=["listops", "pathfinder"])
     with pytest.raises(DataMissingError, match="text"):
-        lra_transformers.cells("paper", data_root=str(tmp_path))
-    cs = lra_transformers.cells("paper", data_root=str(tmp_path), tasks=["listops", "pathfinder"])
+        lra_transformers.STUDY.cells("paper", data_root=str(tmp_path))
+    cs = lra_transformers.STUDY.cells("paper", data_root=str(tmp_path), tasks=["listops", "pathfinder"])
     assert {c.coords["task"] for c in cs} == {"listops", "pathfinder"} and len(cs) == 6
     with pytest.raises(ValueError, match="no task.*'speech'.*its tasks are listops"):
-        lra_transformers.cells("paper", data_root=str(tmp_path), tasks=["speech"])
+        lra_transformers.STUDY.cells("paper", data_root=str(tmp_path), tasks=["speech"])
 
 
 def test_a_second_run_into_one_folder_keeps_both_executed_notebooks(tmp_path):

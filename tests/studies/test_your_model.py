@@ -14,7 +14,8 @@ from spt.layer_config import LayerConfig
 from spt.models.model import SequenceModel
 from spt.studies import data_scales, quickstart, transformers_vs_s4
 from spt.studies.check import check
-from spt.studies.grid import GridPreset, with_models
+from spt.studies.job import GridPreset
+from spt.studies.yours import with_models
 
 
 class MixLayer(nn.Module):
@@ -51,9 +52,9 @@ def test_with_models_copies_the_like_models_arms_with_your_config():
     assert len(added) == len(like) > 0
     for a, e in zip(added, like):
         assert dict(a.coords) == {**dict(e.coords), "model": "mine"}
-        assert a.arm.model.layer == MINE.layer and a.arm.model.max_len == e.arm.model.max_len
-        assert (a.arm.train, a.arm.pretrain, a.arm.objective) == (e.arm.train, e.arm.pretrain,
-                                                                    e.arm.objective)
+        assert a.job.model.layer == MINE.layer and a.job.model.max_len == e.job.model.max_len
+        assert (a.job.train, a.job.pretrain, a.job.objective) == (e.job.train, e.job.pretrain,
+                                                                    e.job.objective)
     with pytest.raises(ValueError, match="'s4' is one of the preset's own"):
         with_models(p, {"s4": MINE}, "02")
     with pytest.raises(TypeError, match="must be a model config"):
@@ -66,7 +67,7 @@ def test_with_models_copies_the_like_models_arms_with_your_config():
 
 
 def test_quickstart_runs_your_layer_beside_the_transformer(tmp_path):
-    ds = quickstart.run(quickstart.SMOKE, tmp_path, seeds=[0], models={"mine": MINE})
+    ds = quickstart.STUDY.run(quickstart.SMOKE, tmp_path, seeds=[0], models={"mine": MINE})
     assert set(ds.model.values) == {"transformer", "mine"}
     assert np.isfinite(ds.test_accuracy.values).all()
     assert (ds.pretrain_steps.sel(model="mine") > 0).all()
@@ -82,7 +83,7 @@ def test_quickstart_runs_your_layer_beside_the_transformer(tmp_path):
 
 
 def test_lra_comparison_runs_your_layer(tmp_path):
-    ds = transformers_vs_s4.run("smoke", tmp_path, tasks=["digits"], models={"mine": MINE})
+    ds = transformers_vs_s4.STUDY.run("smoke", tmp_path, tasks=["digits"], models={"mine": MINE})
     assert set(ds.model.values) == {"transformer", "s4", "mine"}
     acc = ds.test_accuracy.sel(model="mine", task="digits")
     assert acc.sizes["init"] == 2 and np.isfinite(acc.values).all()
@@ -129,19 +130,19 @@ def test_every_arm_of_the_lra_study_takes_your_layer_causal_one_included(tmp_pat
     the preset's Transformer."""
     from spt.studies import lra_transformers
     from spt.studies.cells import run_cells
-    from spt.studies.grid import grid_cells
+    from spt.studies.study import preset_cells
 
     spec = {"layer": "test_your_model:MixLayer", "kwargs": {"decay": 0.8}}
     p = with_models(lra_transformers.smoke(), {"mine": spec}, "01")
-    mine = {dict(e.coords)["init"]: e.arm.model for e in p.entries
+    mine = {dict(e.coords)["init"]: e.job.model for e in p.entries
             if dict(e.coords)["model"] == "mine" and dict(e.coords)["task"] == "digits"}
-    tf = next(e.arm.model for e in p.entries if dict(e.coords)["model"] == "transformer")
+    tf = next(e.job.model for e in p.entries if dict(e.coords)["model"] == "transformer")
     assert set(mine) == {"scratch", "masked", "causal"}
     assert mine["causal"].causal and not mine["masked"].causal and not mine["scratch"].causal
     assert {(m.d_model, m.n_layers, m.dropout, m.pooling) for m in mine.values()} == \
         {(tf.d_model, tf.n_layers, tf.dropout, tf.pooling)}
     assert dict(mine["masked"].kwargs) == {"decay": 0.8}
-    cells = [c for c in grid_cells(p) if c.coords["model"] == "mine"
+    cells = [c for c in preset_cells(p) if c.coords["model"] == "mine"
              and c.coords["task"] == "digits" and c.coords["init"] == "causal"]
     ds = run_cells("01", cells, tmp_path, log=lambda s: None)
     assert np.isfinite(ds.test_accuracy.values).all() and (ds.pretrain_steps > 0).all()

@@ -1,0 +1,31 @@
+"""The arms of a paper row: self-pretraining then finetuning, and training from scratch.
+
+    spt_arm(transformer_preset("text", "rotary_masked"))   # Table 4 row -> SPT arm
+    scratch_arm(ssm_preset("text", "s4"))                  # Gu et al.'s S4 from scratch
+"""
+from __future__ import annotations
+
+from .arms import Arm
+
+
+def spt_arm(preset) -> Arm:
+    """SPT arm of a Table 4 (Preset) or Table 5 (SSMPreset) row."""
+    return Arm(model=preset.model, objective=preset.objective, pretrain=preset.pretrain,
+               train=preset.finetune, row=getattr(preset, "row", ()))
+
+
+TRANSFORMER_SCRATCH_NOTE = ("Table 4 gives no from-scratch settings: the masked row's model and "
+                            "finetuning settings, trained until validation stops improving")
+
+
+def scratch_arm(preset) -> Arm:
+    """From-scratch arm of a row: its own scratch settings (SSM rows: Table 5's, or Gu et al.'s
+    for HiPPO S4, with their model and task options) or the finetuning settings (Transformer rows:
+    the paper gives no separate ones)."""
+    own = getattr(preset, "scratch", None)
+    if own is not None:
+        return Arm(model=preset.scratch_model or preset.model, train=own,
+                   note=getattr(preset, "scratch_note", ""), row=preset.scratch_row,
+                   task_options=preset.scratch_options)
+    return Arm(model=preset.model, train=preset.finetune, note=TRANSFORMER_SCRATCH_NOTE,
+               row=preset.row)

@@ -1,0 +1,38 @@
+"""Every study by name: the :class:`~spt.studies.study.Study` of each notebook.
+
+    STUDIES["02_transformers_vs_s4"].run("smoke", "results")
+    study("00_quickstart")          # the quickstart too (it has no paper preset)
+
+STUDIES holds the paper's studies (notebooks 01-09); :func:`study` also knows the quickstart.
+"""
+from __future__ import annotations
+
+from . import (
+    compute_tied,
+    data_scales,
+    explicit_priors,
+    kernel_decay,
+    lra_transformers,
+    modalities,
+    model_scales,
+    quickstart,
+    text_corpus,
+    transformers_vs_s4,
+)
+from .study import Study
+
+STUDIES: dict[str, Study] = {m.STUDY.name: m.STUDY for m in (
+    lra_transformers, transformers_vs_s4, explicit_priors, data_scales, text_corpus, kernel_decay,
+    modalities, compute_tied, model_scales)}
+QUICKSTART: Study = quickstart.STUDY
+
+
+def study(name) -> Study:
+    """The Study named `name` (a study of STUDIES or the quickstart), or an error listing them."""
+    if isinstance(name, Study):
+        return name
+    if name == QUICKSTART.name:
+        return QUICKSTART
+    if name not in STUDIES:
+        raise ValueError(f"no study {name!r}; studies: {QUICKSTART.name}, {', '.join(STUDIES)}")
+    return STUDIES[name]

@@ -1,0 +1,197 @@
+"""A study of the paper as one object: its presets, its grid, and everything a notebook calls.
+
+    from spt.studies.transformers_vs_s4 import STUDY as study
+    ds = study.run("smoke", "results")     # run or reuse every cell -> Dataset over study.dims
+    study.table(ds)                        # ours beside the paper's table
+    study.deviations("paper")              # where the paper preset departs from the paper, and why
+    study.cells("paper", data_root=DIR)    # the cells, for spt study check / plan
+
+A study's presets are functions ``preset(data_root) -> GridPreset``; a preset's entries carry
+jobs (:mod:`spt.studies.job`), so studies 05 and 06, whose jobs are not Arms, run through the same
+code as the rest. Each cell is one result file (:func:`spt.studies.cells.run_cells`).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+import xarray as xr
+
+from ..data.errors import DataMissingError
+from .cells import Cell, run_cells
+from .job import GridPreset
+
+
+def need_root(data_root, study: str) -> str:
+    if not data_root:
+        raise ValueError(f"study {study}: the paper preset reads the real data sets: pass "
+                         f"data_root (a folder made with `spt data prepare TASK --root DIR`)")
+    return str(data_root)
+
+
+def check_data(refs: Sequence, study: str) -> None:
+    """Fail before training if any task's data folder is missing, listing what to run."""
+    from ..data.registry import TASK_DIRS
+    missing = {}
+    for r in refs:
+        if r.name in TASK_DIRS and r.root is not None and \
+                not (Path(r.root) / TASK_DIRS[r.name]).exists():
+            missing[r.name] = f"spt data prepare {r.name} --root {r.root}"
+    if missing:
+        raise DataMissingError(
+            f"study {study}: data missing for {', '.join(missing)}. Run:\n  " +
+            "\n  ".join(missing.values()) +
+            "\nor run the study with preset='smoke' (generated / embedded data, CPU).")
+
+
+def pick_tasks(items: Sequence, task_of: Callable, tasks: Optional[Sequence[str]],
+               study: str) -> list:
+    """The items whose task (``task_of(item)``) is in `tasks` (None or empty: all of them); an
+    unknown task is an error listing the study's tasks."""
+    if not tasks:
+        return list(items)
+    have = list(dict.fromkeys(task_of(i) for i in items))
+    unknown = [t for t in tasks if t not in have]
+    if unknown:
+        raise ValueError(f"study {study}: no task(s) {unknown}; its tasks are "
+                         f"{', '.join(map(str, have))}")
+    return [i for i in items if task_of(i) in tasks]
+
+
+def only_tasks(p: GridPreset, tasks: Optional[Sequence[str]], study: str) -> GridPreset:
+    """The preset with the entries whose "task" coordinate is in `tasks` (see pick_tasks)."""
+    entries = pick_tasks(p.entries, lambda e: dict(e.coords).get("task"), tasks, study)
+    return dataclasses.replace(p, entries=tuple(entries))
+
+
+def preset_cells(p: GridPreset, *, seeds: Optional[Sequence[int]] = None, device: str = "auto",
+                 dry=None) -> list[Cell]:
+    """One Cell per entry x seed. dry: a :class:`spt.studies.check.DryRun` or
+    :class:`spt.studies.laptop.FewSteps` (the same cells, shrunk) or None."""
+    seeds = tuple(seeds) if seeds else p.seeds
+    out = []
+    for e in p.entries:
+        ref, job = e.task, e.job.with_device(device)
+        if dry is not None:
+            ref, job = dry.ref(ref), job.dry(dry)
+        for s in seeds:
+            out.append(Cell(coords={**dict(e.coords), "seed": int(s)},
+                            run=partial(job.run, ref, int(s)), config=job.cell_config(ref, s)))
+    return out
+
+
+@dataclass(frozen=True)
+class Study:
+    """One study of the paper (one notebook): its name, title, grid dims and presets.
+
+    name     : "02_transformers_vs_s4": its notebook and its results folder under out_dir (a
+               Study is a path-like of its name, so ``out_dir / STUDY`` is that folder).
+    title    : what it compares (the paper's table or figure).
+    dims     : the grid dims of its results, seed last.
+    presets  : {preset name: fn(data_root) -> GridPreset} ("smoke", "laptop", "paper", ...).
+    make_table : fn(Dataset) -> DataFrame: our results beside the paper's.
+    takes_models : whether your models (``models=``) can run beside the preset's own.
+    preset_from : fn(obj) -> GridPreset for presets given as objects (the quickstart's Setup).
+    finish   : fn(Dataset) -> Dataset applied to the combined results (None: as they are).
+    no_paper : for a study without a paper preset, where the paper's settings are run instead
+               (what ``deviations("paper")`` says).
+    """
+
+    name: str
+    title: str
+    dims: tuple
+    presets: dict
+    make_table: Callable
+    takes_models: bool = False
+    preset_from: Optional[Callable] = None
+    finish: Optional[Callable] = None
+    no_paper: str = ""
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __fspath__(self) -> str:
+        return self.name
+
+    @property
+    def number(self) -> str:
+        """"02": the study column of spt/studies/paper_settings.tsv."""
+        return self.name.split("_", 1)[0]
+
+    def preset(self, preset="smoke", data_root=None, *, tasks: Optional[Sequence[str]] = None,
+               models: Optional[dict] = None) -> GridPreset:
+        """The preset (a name, a GridPreset, or an object preset_from understands) with only
+        `tasks` and your `models` beside its own (:func:`spt.studies.yours.with_models`)."""
+        if isinstance(preset, str):
+            if preset not in self.presets:
+                raise ValueError(f"study {self.name}: unknown preset {preset!r}; choose from "
+                                 f"{', '.join(self.presets)}")
+            p = self.presets[preset](data_root)
+        elif isinstance(preset, GridPreset):
+            p = preset
+        elif self.preset_from is not None:
+            p = self.preset_from(preset)
+        else:
+            raise TypeError(f"study {self.name}: a preset is a name ({', '.join(self.presets)}) "
+                            f"or a GridPreset, got {type(preset).__name__}")
+        p = only_tasks(p, tasks, self.name)
+        if models:
+            if not self.takes_models:
+                raise ValueError(f"study {self.name} does not take your models (models=): the "
+                                 f"grid studies 00 quickstart, 01-04 and 07-09 do")
+            from .yours import with_models
+            p = with_models(p, models, self.name)
+        return p
+
+    def cells(self, preset="smoke", *, data_root=None, seeds: Optional[Sequence[int]] = None,
+              device: str = "auto", dry=None, tasks: Optional[Sequence[str]] = None,
+              models: Optional[dict] = None) -> list[Cell]:
+        """One Cell per entry x seed of the preset; fails before anything trains when a task's
+        data folder is missing (saying what to run)."""
+        p = self.preset(preset, data_root, tasks=tasks, models=models)
+        check_data([e.task for e in p.entries], self.name)
+        return preset_cells(p, seeds=seeds, device=device, dry=dry)
+
+    def run(self, preset="smoke", out_dir="results", *, data_root=None,
+            seeds: Optional[Sequence[int]] = None, workers: int = 1, device: str = "auto",
+            tasks: Optional[Sequence[str]] = None, models: Optional[dict] = None) -> xr.Dataset:
+        """Run (or reuse) every cell of the preset; returns a Dataset over the study's dims
+        (a "model" dim added by your `models`). workers: cells in parallel processes (0: one
+        per core). Results never depend on workers or device."""
+        p = self.preset(preset, data_root, tasks=tasks, models=models)
+        check_data([e.task for e in p.entries], self.name)
+        print(f"{self.name} [{p.name}]: {p.note}")
+        ds = run_cells(self.name, preset_cells(p, seeds=seeds, device=device), out_dir,
+                       workers=workers)
+        return self.finish(ds) if self.finish is not None else ds
+
+    def stage_views(self, preset="paper", data_root="DATA",
+                    tasks: Optional[Sequence[str]] = None) -> list:
+        """[(coords, [StageView], seeds)]: what each cell's stages train, for the plan and the
+        fidelity check (nothing is read: data_root only names the tasks' folder)."""
+        p = self.preset(preset, data_root, tasks=tasks)
+        return [(dict(e.coords), e.job.stages(e.task), len(p.seeds)) for e in p.entries]
+
+    def deviations(self, preset="paper", data_root="DATA"):
+        """Where the preset departs from the paper and why (a DataFrame): for the paper preset
+        every setting that differs from spt/studies/paper_settings.tsv, with its reason
+        (:mod:`spt.studies.fidelity`), then how the preset reads ambiguous cells of the paper;
+        for the other presets, what they stand in for."""
+        from .fidelity import departures_table
+        if preset == "paper" and "paper" not in self.presets and self.no_paper:
+            return departures_table(self.number, [], [({"preset": "paper"}, self.no_paper)])
+        p = self.preset(preset, data_root)
+        notes = [(e.coords, e.job.note) for e in p.entries if e.job.note]
+        if p.name != "paper":  # a stand-in for the paper: what it stands for, not field by field
+            return departures_table(self.number, [],
+                                    [({"preset": p.name}, p.note or "not the paper's settings")]
+                                    + notes)
+        cells = [(dict(e.coords), e.job.stages(e.task)) for e in p.entries]
+        return departures_table(self.number, cells, notes)
+
+    def table(self, ds: xr.Dataset):
+        """Our results beside the paper's (the study's own table)."""
+        return self.make_table(ds)

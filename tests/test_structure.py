@@ -1,0 +1,111 @@
+"""The shape of the package: every import arrow points down (no cycle among spt's modules), and a
+study is one object whose run, cells, deviations and table are the methods of one class."""
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1] / "spt"
+
+
+def module_graph() -> dict:
+    """{module: {modules it imports}} over every import statement of every module under spt/
+    (function-level imports too: a lazy import is still an arrow)."""
+    mods = {}
+    for p in ROOT.rglob("*.py"):
+        parts = p.relative_to(ROOT.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        mods[name] = p
+    edges = {m: set() for m in mods}
+    for m, p in mods.items():
+        package = m if p.name == "__init__.py" else m.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")
+                    up = up[:len(up) - (node.level - 1)]
+                    base = ".".join(up + ([base] if base else []))
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base
+                           for a in node.names]
+            else:
+                continue
+            for t in targets:
+                parts = t.split(".")
+                for k in range(len(parts), 0, -1):
+                    candidate = ".".join(parts[:k])
+                    if candidate in mods:
+                        if candidate != m:
+                            edges[m].add(candidate)
+                        break
+    return edges
+
+
+def cycles(edges: dict) -> list:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in edges:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_cycle_in_spt():
+    edges = module_graph()
+    assert len(edges) > 80 and "spt.studies.study" in edges["spt.studies.transformers_vs_s4"]
+    assert cycles(edges) == []
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+STUDY_MODULES = ["quickstart", "lra_transformers", "transformers_vs_s4", "explicit_priors",
+                 "data_scales", "text_corpus", "kernel_decay", "modalities", "compute_tied",
+                 "model_scales"]
+
+
+@pytest.mark.parametrize("name", STUDY_MODULES)
+def test_a_study_is_one_object_whose_methods_are_the_study_class(name):
+    from spt.studies.study import Study
+    study = importlib.import_module(f"spt.studies.{name}").STUDY
+    assert type(study) is Study
+    for method in ("run", "cells", "deviations", "table", "stage_views", "preset"):
+        assert getattr(type(study), method) is getattr(Study, method)
+        assert getattr(study, method).__func__ is getattr(Study, method)
+    assert study.name.startswith(name == "quickstart" and "00" or "0")
+    assert study.dims[-1] == "seed" and set(study.presets) >= {"smoke"}
+
+
+def test_the_registry_holds_every_study_once():
+    from spt.studies import QUICKSTART, STUDIES, study
+    assert [s.name[:2] for s in STUDIES.values()] == [f"0{i}" for i in range(1, 10)]
+    assert study("00_quickstart") is QUICKSTART and study(STUDIES["06_kernel_decay"]) is \
+        STUDIES["06_kernel_decay"]
+    with pytest.raises(ValueError, match="no study"):
+        study("99_nothing")
