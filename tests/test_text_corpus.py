@@ -299,3 +299,25 @@ def test_second_run_skips_every_cell(smoke_run, capsys):
     assert "4 already done, 0 to run" in capsys.readouterr().out
     assert [f.stat().st_mtime_ns for f in files] == stamps
     np.testing.assert_array_equal(again.test_accuracy.values, ds.test_accuracy.values)
+
+
+def test_a_tokenizer_with_gpt_neox_gaps_maps_every_task():
+    """GPT-NeoX-20B's vocabulary (Pythia's) has no byte-level token for the 13 bytes that never
+    occur in UTF-8; every token task still maps, those bytes to <|endoftext|> like <unk>."""
+    from spt.models.pretrained_lm import NOT_IN_UTF8
+    assert NOT_IN_UTF8 == {0xC0, 0xC1} | set(range(0xF5, 0x100)) and len(NOT_IN_UTF8) == 13
+    tok = byte_tokenizer(without=NOT_IN_UTF8)
+    eot = tok.token_to_id("<|endoftext|>")
+    for spec in (TaskSpec("text", 4096, 2, vocab_size=N_SPECIAL + 256),
+                 TaskSpec("retrieval", 4000, 2, vocab_size=N_SPECIAL + 256, pair=True),
+                 SPEC,
+                 TaskSpec("image", 1024, 10, vocab_size=N_SPECIAL + 256),
+                 TaskSpec("pathfinder", 1024, 2, vocab_size=N_SPECIAL + 256)):
+        table = lm_token_table(tok, task_symbols(spec))
+        assert len(table) == spec.vocab_size
+        if spec.name in ("text", "retrieval"):
+            assert all(table[N_SPECIAL + b] == (eot,) for b in NOT_IN_UTF8)
+            assert table[N_SPECIAL + ord("a")] == (ord("a"),) and table[N_SPECIAL + 0xC3] == (0xC3,)
+    lacking = byte_tokenizer(without=frozenset({ord("a")}))
+    with pytest.raises(ValueError, match="no byte-level token for byte 0x61"):
+        lm_token_table(lacking, task_symbols(TaskSpec("text", 64, 2, vocab_size=N_SPECIAL + 256)))

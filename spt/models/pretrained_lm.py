@@ -226,12 +226,21 @@ def task_symbols(spec: TaskSpec) -> tuple[bytes, ...]:
     return out
 
 
+# Bytes that never occur in UTF-8 text (0xC0 and 0xC1 would start overlong encodings, 0xF5-0xFF
+# code points beyond U+10FFFF): GPT-NeoX's byte-level vocabulary (Pythia's) has no token for them.
+NOT_IN_UTF8 = frozenset({0xC0, 0xC1, *range(0xF5, 0x100)})
+
+
 def lm_token_table(tokenizer, symbols: Sequence[bytes]) -> list[tuple[int, ...]]:
     """LM token ids of every task id: specials first (PAD, MASK, UNK, EOS), then `symbols`.
 
     A one-byte symbol is the tokenizer's byte-level token of that byte; a longer symbol (UTF-8 text)
-    is what the tokenizer makes of it on its own (one or more ids). Raises ValueError when the
-    tokenizer is not byte-level or lacks GPT-NeoX's special tokens.
+    is what the tokenizer makes of it on its own (one or more ids). Only the tokens the symbols
+    need are asked for. A byte of :data:`NOT_IN_UTF8` that the vocabulary lacks (GPT-NeoX-20B's,
+    Pythia's, lacks all 13) maps to ``<|endoftext|>``, as the task's <unk> does: Text and
+    Retrieval are UTF-8, so those bytes occur only in invalid text. Raises ValueError naming the
+    symbol when the tokenizer has no token for a byte that UTF-8 text uses, or lacks GPT-NeoX's
+    special tokens.
     """
     vocab = tokenizer.get_vocab(with_added_tokens=True)
     missing = [t for t in (END_OF_TEXT, PADDING) if t not in vocab]
@@ -239,15 +248,18 @@ def lm_token_table(tokenizer, symbols: Sequence[bytes]) -> list[tuple[int, ...]]
         raise ValueError(f"the LM's tokenizer has no {missing} token(s); expected GPT-NeoX's "
                          f"{END_OF_TEXT} and {PADDING}")
     chars = byte_chars()
-    if any(c not in vocab for c in chars):
-        raise ValueError("the LM's tokenizer is not a byte-level BPE (it lacks tokens for some of "
-                         "the 256 bytes); the task mapping needs one, as GPT-NeoX's")
     eot, pad = vocab[END_OF_TEXT], vocab[PADDING]
     specials = {PAD_ID: pad, MASK_ID: eot, UNK_ID: eot, EOS_ID: eot}
     table = [(specials[i],) for i in range(N_SPECIAL)]
     for s in symbols:
-        if len(s) == 1:
+        if len(s) == 1 and chars[s[0]] in vocab:
             table.append((vocab[chars[s[0]]],))
+        elif len(s) == 1 and s[0] in NOT_IN_UTF8:
+            table.append((eot,))
+        elif len(s) == 1:
+            raise ValueError(f"the LM's tokenizer has no byte-level token for byte {s[0]:#04x} "
+                             f"({chars[s[0]]!r}), which UTF-8 text uses: the task mapping needs a "
+                             f"byte-level BPE such as GPT-NeoX's")
         else:
             table.append(tuple(tokenizer.encode(s.decode("utf-8"), add_special_tokens=False).ids))
     return table

@@ -46,12 +46,16 @@ def text_corpus(modules=CORPUS_MODULES) -> list[bytes]:
     return [d.encode("utf-8") for d in dict.fromkeys(parts)]
 
 
-def byte_tokenizer():
+def byte_tokenizer(without: frozenset = frozenset()):
     """A GPT-NeoX-style byte-level tokenizer with no merges: byte b -> id b, then <|endoftext|>
-    (TINY_EOT) and <|padding|> (TINY_PAD). A ``tokenizers.Tokenizer``."""
+    (TINY_EOT) and <|padding|> (TINY_PAD). A ``tokenizers.Tokenizer``.
+
+    without : bytes left out of the vocabulary, e.g. spt.models.pretrained_lm.NOT_IN_UTF8 for the
+              13 bytes GPT-NeoX-20B's vocabulary (Pythia's) has no token for.
+    """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
-    vocab = {c: b for b, c in enumerate(byte_chars())}
+    vocab = {c: b for b, c in enumerate(byte_chars()) if b not in without}
     vocab.update({END_OF_TEXT: TINY_EOT, PADDING: TINY_PAD})
     tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)

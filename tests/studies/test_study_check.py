@@ -145,3 +145,30 @@ def test_the_check_command_prints_the_estimate_and_its_assumption(fixtures, caps
     assert code == 0
     assert "estimated wall time on cpu" in out and "step cap x" in out
     assert "hours_all_seeds" in out
+
+
+def test_study_05_paper_dry_run_passes_every_cell_with_gpt_neox_tokenizer_gaps(
+        fixtures, tmp_path, monkeypatch):
+    """All 10 cells of study 05's paper preset (5 tasks x pretrained / random) with a GPT-NeoX
+    whose tokenizer lacks the 13 bytes Pythia's lacks: a tiny random GPT-NeoX stands in for
+    Pythia-70M, which tests cannot download."""
+    import dataclasses
+
+    import transformers
+
+    from spt.models.pretrained_lm import NOT_IN_UTF8
+    from spt.models.tiny_lm import TINY_VOCAB, byte_tokenizer
+    from spt.studies import text_corpus as tc
+
+    conf = transformers.GPTNeoXConfig(vocab_size=TINY_VOCAB, hidden_size=16, num_hidden_layers=1,
+                                      num_attention_heads=2, intermediate_size=32,
+                                      max_position_embeddings=4096)
+    folder = tmp_path / "neox"
+    transformers.GPTNeoXForCausalLM(conf).save_pretrained(folder)
+    byte_tokenizer(without=NOT_IN_UTF8).save(str(folder / "tokenizer.json"))
+    paper = dataclasses.replace(tc.SETTINGS["paper"], source=str(folder))
+    monkeypatch.setitem(tc.SETTINGS, "paper", paper)
+    results = check("05_text_corpus_pretraining", data_root=str(fixtures), device="cpu")
+    assert len(results) == 10
+    failed = [f"{r.coords}: {r.error}" for r in results if not r.ok]
+    assert not failed, "\n".join(failed)
