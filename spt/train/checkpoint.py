@@ -8,6 +8,7 @@ RNG states, position in the run and the history so far.
 """
 from __future__ import annotations
 
+import hashlib
 import pickle
 import re
 from pathlib import Path
@@ -24,29 +25,93 @@ class CheckpointNotFound(FileNotFoundError, NotAnSptCheckpoint):
     """No checkpoint file, run folder, hub folder or hub repo at the given place."""
 
 
+def digest(obj) -> str:
+    """SHA-256 of everything a checkpoint holds: each tensor's dtype, shape and bytes, and every
+    other value's repr, in the order a walk of the dicts and lists meets them."""
+    h = hashlib.sha256()
+
+    def walk(v):
+        if isinstance(v, dict):
+            h.update(b"{")
+            for k, x in v.items():
+                h.update(repr(k).encode())
+                walk(x)
+            h.update(b"}")
+        elif isinstance(v, (list, tuple)):
+            h.update(b"[")
+            for x in v:
+                walk(x)
+            h.update(b"]")
+        elif isinstance(v, torch.Tensor):
+            t = v.detach().cpu().contiguous()
+            h.update(f"{t.dtype}{tuple(t.shape)}".encode())
+            h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+        else:
+            h.update(repr(v).encode())
+
+    walk(obj)
+    return h.hexdigest()
+
+
 def atomic_save(obj, path: Path) -> None:
-    """torch.save `obj` to `path` atomically (temp file, fsync, rename; mode from the umask)."""
+    """torch.save `obj` to `path` atomically (temp file, fsync, rename; mode from the umask).
+    A dict gets its :func:`digest` under "sha256", which :func:`read_checkpoint` verifies."""
+    if isinstance(obj, dict):
+        obj = {**{k: v for k, v in obj.items() if k != "sha256"}, "sha256": digest(
+            {k: v for k, v in obj.items() if k != "sha256"})}
     atomic_write(path, lambda tmp: torch.save(obj, tmp))
 
 
 def read_checkpoint(path) -> dict:
-    """``torch.load(path)`` on the CPU (full pickle: the file is one spt wrote).
+    """A checkpoint file spt wrote, loaded on the CPU without running code from it.
+
+    ``torch.load(weights_only=True)``: tensors, dicts, lists, numbers and strings, what spt writes,
+    and nothing that unpickling could run; a file that needs more is refused
+    (:class:`UnsafeCheckpointError`). Its "sha256" digest, when it has one (every checkpoint spt
+    writes), is checked, so a flipped bit in the payload is found.
 
     Raises FileNotFoundError if there is no file, and :class:`~spt.atomic.DamagedFileError` naming
     the file for a truncated or corrupt one (torch says "Invalid argument", "failed finding central
-    directory" or "Ran out of input"), with what to do instead.
+    directory" or "Ran out of input"; or the digest does not match), with what to do instead.
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint file at {path}")
     try:
-        return torch.load(path, map_location="cpu", weights_only=False)
+        ck = torch.load(path, map_location="cpu", weights_only=True)
     except (FileNotFoundError, PermissionError, IsADirectoryError):
         raise
-    except (RuntimeError, EOFError, OSError, pickle.UnpicklingError) as e:
-        raise DamagedFileError(path, f"checkpoint {path} ({path.stat().st_size} bytes) is "
-                               f"truncated or corrupt ({type(e).__name__}: {str(e).splitlines()[0][:120]}). "
-                               f"{_DAMAGED_FIX.get(path.name, _DAMAGED_FIX[None])}") from None
+    except pickle.UnpicklingError as e:
+        # torch wraps every failure of its restricted unpickler; a refused object says so
+        if any(w in str(e).lower() for w in ("unsupported global", "unsupported operand",
+                                             "allowed global", "unsupported class")):
+            raise UnsafeCheckpointError(
+                f"checkpoint {path} holds objects spt never writes (unpickling them could run "
+                f"code): refused. Load only checkpoints spt wrote; if you made this file yourself "
+                f"and trust it, read it with torch.load(weights_only=False) and save its dicts and "
+                f"tensors again") from None
+        raise _damaged(path, e) from None
+    except (RuntimeError, EOFError, OSError) as e:
+        raise _damaged(path, e) from None
+    if isinstance(ck, dict) and "sha256" in ck:
+        stored = ck.pop("sha256")
+        if digest(ck) != stored:
+            raise DamagedFileError(path, f"checkpoint {path} does not match its digest: its "
+                                         f"payload changed after spt wrote it (a flipped bit, a "
+                                         f"partial copy). "
+                                         f"{_DAMAGED_FIX.get(path.name, _DAMAGED_FIX[None])}")
+    return ck
+
+
+class UnsafeCheckpointError(ValueError):
+    """A checkpoint file that only a full unpickler (which can run code) could load."""
+
+
+def _damaged(path: Path, e: BaseException) -> DamagedFileError:
+    return DamagedFileError(path, f"checkpoint {path} ({path.stat().st_size} bytes) is truncated "
+                                  f"or corrupt ({type(e).__name__}: "
+                                  f"{(str(e).splitlines() or ['end of file'])[0][:120]}). "
+                                  f"{_DAMAGED_FIX.get(path.name, _DAMAGED_FIX[None])}")
 
 
 # What to do about a damaged checkpoint, by file name (see spt.train.engine for the two files).
