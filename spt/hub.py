@@ -48,22 +48,28 @@ __all__ = ["export_checkpoint", "load_checkpoint", "load_model", "NotAnSptCheckp
            "build_from_config", "hub_config"]
 
 
-def load_model(source, *, map_location="cpu", **hub_kw):
-    """SequenceModel.from_pretrained(source): a folder or hub repo id (``revision=``, ``token=``)."""
+def load_model(source, *, map_location="cpu", trust_remote_code: bool = False, **hub_kw):
+    """SequenceModel.from_pretrained(source): a folder or hub repo id (``revision=``, ``token=``).
+
+    trust_remote_code : needed (True) when config.json names a layer class outside spt, since
+    building it imports that module and runs its code.
+    """
     if os.path.isdir(str(source)) and not (Path(source) / CONFIG_NAME).is_file():
         check_config(None, str(source))  # the mixin would only log a warning
-    return SequenceModel.from_pretrained(str(source), map_location=map_location, **hub_kw)
+    return SequenceModel.from_pretrained(str(source), map_location=map_location,
+                                         trust_remote_code=trust_remote_code, **hub_kw)
 
 
 def export_checkpoint(checkpoint, out_dir, *, push_to: Optional[str] = None,
-                      private: Optional[bool] = None) -> Path:
+                      private: Optional[bool] = None, trust_remote_code: bool = False) -> Path:
     """Write a training run's best.pt (or its run folder) as a hub folder at `out_dir`.
 
     A pretraining checkpoint becomes a "pretraining" model (backbone + per-position head), a
     finetuning / scratch one a "classifier". The training stage, epoch and validation metrics go to
     config.json under "training". push_to : also upload the folder to this hub repo id.
+    trust_remote_code : needed (True) for a checkpoint whose layer class lives outside spt.
     """
-    ckpt = load_checkpoint(checkpoint)
+    ckpt = load_checkpoint(checkpoint, trust_remote_code=trust_remote_code)
     kind = "pretraining" if ckpt.get("stage") == "pretrain" else "classifier"
     objective = ObjectiveConfig(**ckpt["objective"]) if kind == "pretraining" else None
     config = hub_config(kind, model_config_from_dict(ckpt["model_config"]),

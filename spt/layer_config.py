@@ -54,6 +54,34 @@ def split_layer_path(path: str) -> tuple[str, str]:
     return module, qual
 
 
+class UntrustedLayerError(ValueError):
+    """A model config read from a file names a layer class outside spt, and the caller did not
+    pass ``trust_remote_code=True``."""
+
+
+def check_layer_trusted(model_config: dict, source, trust_remote_code: bool) -> None:
+    """Refuse to build a layer outside spt that a file names, unless the caller trusts the file.
+
+    A LayerConfig stored in a checkpoint or a hub config.json names its class by import path, and
+    building the model imports that module, which runs its code. So a model config read from
+    `source` may name a class outside the ``spt`` package only when ``trust_remote_code`` is True
+    (the same rule as ``trust_remote_code`` in transformers). Model configs without a layer path
+    (Transformer, S4, S4D, DLR) always pass.
+    """
+    from .compat import current_layer_path
+
+    path = model_config.get("layer") if isinstance(model_config, dict) else None
+    if path is None or trust_remote_code:
+        return
+    module, _ = split_layer_path(current_layer_path(path))
+    if module == "spt" or module.startswith("spt."):
+        return
+    raise UntrustedLayerError(
+        f"{source}: its model config names the layer {path!r}, a class outside spt; building it "
+        f"would import {module!r} and run its code. spt imports a module named in a file only when "
+        f"you say you trust it: if you trust {source}, load it again with trust_remote_code=True")
+
+
 def _json_value(key: str, v: Any) -> Any:
     """`v` as a JSON value that survives a JSON round trip unchanged (lists become tuples)."""
     if v is None or isinstance(v, (bool, str)):

@@ -312,7 +312,7 @@ def test_own_layer_through_pretrain_finetune_scratch_and_the_hub(tmp_path):
                       positions="sinusoidal", max_len=64)
     tc = TrainConfig(lr=3e-3, batch_size=16, epochs=1, progress=False, seed=0)
     pt = pretrain(task, cfg, ObjectiveConfig("masked", 0.5, "l1"), tc, tmp_path / "pt")
-    ft = finetune(task, pt.best_checkpoint, tc, tmp_path / "ft")
+    ft = finetune(task, pt.best_checkpoint, tc, tmp_path / "ft", trust_remote_code=True)
     sc = train_from_scratch(task, cfg, tc, tmp_path / "sc")
     for run in (pt, ft, sc):
         saved = torch.load(run.best_checkpoint, weights_only=False)
@@ -324,12 +324,12 @@ def test_own_layer_through_pretrain_finetune_scratch_and_the_hub(tmp_path):
     x, valid = batch["inputs"], batch["valid"]
     ft.model.cpu().eval()
     ft.model.save_pretrained(tmp_path / "hub_ft")
-    loaded = SequenceModel.from_pretrained(tmp_path / "hub_ft")
+    loaded = SequenceModel.from_pretrained(tmp_path / "hub_ft", trust_remote_code=True)
     torch.testing.assert_close(loaded(x, valid), ft.model(x, valid), rtol=0, atol=0)
     assert isinstance(loaded.backbone.layers.blocks[0].layer, GatedConv)
 
-    folder = hub.export_checkpoint(pt.best_checkpoint, tmp_path / "hub_pt")
-    pt_model = hub.load_model(folder)
+    folder = hub.export_checkpoint(pt.best_checkpoint, tmp_path / "hub_pt", trust_remote_code=True)
+    pt_model = hub.load_model(folder, trust_remote_code=True)
     pt.model.cpu().eval()
     torch.testing.assert_close(pt_model(x, valid), pt.model(x, valid), rtol=0, atol=0)
 
@@ -339,9 +339,9 @@ def test_causal_own_layer_pretrains_with_next_token_and_finetunes_from_the_hub(t
     cfg = LayerConfig(RunningMean, d_model=8, n_layers=1, causal=True, pooling="last")
     tc = TrainConfig(lr=3e-3, batch_size=16, epochs=1, progress=False, seed=0)
     pt = pretrain(task, cfg, ObjectiveConfig("causal", loss="l1"), tc, tmp_path / "pt")
-    folder = hub.export_checkpoint(pt.best_checkpoint, tmp_path / "hub")
-    a = finetune(task, folder, tc, tmp_path / "ft_hub")
-    b = finetune(task, pt.best_checkpoint, tc, tmp_path / "ft_best")
+    folder = hub.export_checkpoint(pt.best_checkpoint, tmp_path / "hub", trust_remote_code=True)
+    a = finetune(task, folder, tc, tmp_path / "ft_hub", trust_remote_code=True)
+    b = finetune(task, pt.best_checkpoint, tc, tmp_path / "ft_best", trust_remote_code=True)
     assert a.test_metrics == b.test_metrics
 
 
@@ -352,5 +352,6 @@ def test_classifier_of_a_bidirectional_stack_round_trips(tmp_path):
                                          positions="learned", max_len=16), spec).eval()
     x = torch.randint(4, 10, (2, 12))
     model.save_pretrained(tmp_path / "m")
-    torch.testing.assert_close(SequenceModel.from_pretrained(tmp_path / "m")(x), model(x),
-                               rtol=0, atol=0)
+    torch.testing.assert_close(
+        SequenceModel.from_pretrained(tmp_path / "m", trust_remote_code=True)(x), model(x),
+        rtol=0, atol=0)

@@ -228,7 +228,8 @@ def backbone_inputs(model: nn.Module, d_model: int, L: int, n_samples: int = 4, 
 
 
 def spt_profiles(checkpoint, inputs: Optional[torch.Tensor] = None, L: Optional[int] = None,
-                 n_samples: int = 4, n_positions: int = 16, seed: int = 0) -> xr.DataArray:
+                 n_samples: int = 4, n_positions: int = 16, seed: int = 0,
+                 trust_remote_code: bool = False) -> xr.DataArray:
     """What self-pretraining did to the receptive field: the whole layer stack's profile over |lag|
     (:func:`lag_profile`, folded with :func:`fold_lags`) at random initialisation and after SPT.
 
@@ -240,6 +241,7 @@ def spt_profiles(checkpoint, inputs: Optional[torch.Tensor] = None, L: Optional[
     from the distribution pretraining starts from, not necessarily its exact starting weights.
     Returns a DataArray "erf" (stage, lag) with stage in ("init", "spt") and lag 0..L-1; each row
     is normalised to sum 1 over lags, so rows of different overall gain compare in shape.
+    trust_remote_code : needed (True) for a checkpoint whose layer class lives outside spt.
     """
     from ..config import ObjectiveConfig
     from ..data.task import TaskSpec
@@ -247,7 +249,7 @@ def spt_profiles(checkpoint, inputs: Optional[torch.Tensor] = None, L: Optional[
     from ..models.model import classifier_model, pretraining_model
     from ..train.checkpoint import load_backbone, load_checkpoint
 
-    ckpt = load_checkpoint(checkpoint)
+    ckpt = load_checkpoint(checkpoint, trust_remote_code=trust_remote_code)
     cfg, spec = model_config_from_dict(ckpt["model_config"]), TaskSpec(**ckpt["spec"])
     L = int(inputs.shape[1]) if inputs is not None else (L or min(spec.seq_len, 1024))
 

@@ -100,7 +100,7 @@ def _load_entry(folder: Path, meta: dict) -> dict:
             flat = (np.memmap(folder / f"{name}.bin", dtype=dtype, mode="r", shape=(n,))
                     if n else np.zeros(0, dtype))
             arrays[name] = flat
-            arrays[f"{name}.offsets"] = np.load(folder / f"{name}.offsets.npy")
+            arrays[f"{name}.offsets"] = np.load(folder / f"{name}.offsets.npy", allow_pickle=False)
     return arrays
 
 

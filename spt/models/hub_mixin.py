@@ -21,6 +21,7 @@ from huggingface_hub import ModelCard, PyTorchModelHubMixin
 
 from ..atomic import DamagedFileError, atomic_write
 from ..config import ObjectiveConfig, to_dict
+from ..layer_config import check_layer_trusted
 from ..data.task import TaskSpec
 from ..model_config import model_config_to_dict
 
@@ -171,7 +172,8 @@ class HubMixin(PyTorchModelHubMixin, library_name="spt", tags=list(TAGS), paper_
     pretraining_model set it): config.json is that JSON, so the configs round-trip, and the weights
     go to model.safetensors. Loading rebuilds the model from config.json
     (``cls.build_from_config``, which the model class defines), loads the weights strictly by
-    name and returns it in eval mode.
+    name and returns it in eval mode. A config.json naming a layer class outside spt loads only
+    with ``from_pretrained(..., trust_remote_code=True)`` (:func:`spt.layer_config.check_layer_trusted`).
     """
 
     hub_config: Optional[dict] = None  # how to rebuild this model (see hub_config())
@@ -194,11 +196,13 @@ class HubMixin(PyTorchModelHubMixin, library_name="spt", tags=list(TAGS), paper_
     @classmethod
     def _from_pretrained(cls, *, model_id: str, revision, cache_dir, force_download,
                          local_files_only, token, config: Optional[dict] = None,
-                         map_location: str = "cpu", strict: bool = True, **model_kwargs):
+                         map_location: str = "cpu", strict: bool = True,
+                         trust_remote_code: bool = False, **model_kwargs):
         if model_kwargs:
             raise TypeError(f"{cls.__name__}.from_pretrained got unexpected arguments "
                             f"{sorted(model_kwargs)}; the architecture comes from {CONFIG_NAME}")
         config = check_config(config, model_id)
+        check_layer_trusted(config["model_config"], model_id, trust_remote_code)
         model = cls.build_from_config(config)
         load_weights(model, model_id, map_location=map_location, strict=strict, revision=revision,
                      cache_dir=cache_dir, force_download=force_download,

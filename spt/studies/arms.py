@@ -26,6 +26,7 @@ import xarray as xr
 
 from ..config import ObjectiveConfig, TrainConfig, TransformerConfig, replace, to_dict
 from ..data.task import Task
+from ..layer_config import LayerConfig
 from ..model_config import model_config_to_dict
 from ..models.model import count_parameters
 from ..ssm_config import SSMConfig
@@ -257,7 +258,9 @@ def run_arm(task: Union[Task, TaskRef], arm: Arm, seed: int, run_dir: Path) -> x
         stage = "finetune" if checkpoint is not None else "scratch"
         out = run_dir / (f"{stage}_lr={lr:g}" if arm.lr_grid else stage)
         if checkpoint is not None:
-            r = finetune(task, checkpoint, cfg, out, pooling=arm.pooling, resume=True)
+            # a layer outside spt in the checkpoint is the one this arm's own config names
+            r = finetune(task, checkpoint, cfg, out, pooling=arm.pooling, resume=True,
+                         trust_remote_code=isinstance(arm.model, LayerConfig))
         else:
             model = arm.model if arm.pooling is None else replace(arm.model, pooling=arm.pooling)
             r = train_from_scratch(task, model, cfg, out, resume=True)

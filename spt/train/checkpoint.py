@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from ..atomic import DamagedFileError, atomic_write
+from ..layer_config import check_layer_trusted
 from ..models.hub_mixin import NotAnSptCheckpoint
 
 FORMAT = "spt-checkpoint-v1"
@@ -127,11 +128,16 @@ _DAMAGED_FIX = {
 _REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
-def load_checkpoint(path, **hub_kw) -> dict:
+def load_checkpoint(path, *, trust_remote_code: bool = False, **hub_kw) -> dict:
     """A training checkpoint as the dict finetune() reads: a run's best.pt (or its run folder), an
     spt hub folder or repo id (:func:`spt.hub.export_checkpoint`, ``model.save_pretrained``), or a
     dict already loaded by this function (returned as it is). hub_kw (revision, token, ...) go to
     the hub download.
+
+    trust_remote_code : a checkpoint whose model config names a layer class outside spt
+        (:class:`~spt.layer_config.LayerConfig`) loads only when True, since building that layer
+        imports its module (:func:`~spt.layer_config.check_layer_trusted`); otherwise
+        UntrustedLayerError names the file and the layer.
 
     Keys: format, stage, model_config, spec, objective, model (the state dict), path; from a hub
     folder also hub_config (a classifier's head is included, but finetune() replaces it).
@@ -141,7 +147,7 @@ def load_checkpoint(path, **hub_kw) -> dict:
     p = Path(path)
     if (p.is_dir() and not (p / "best.pt").exists() and (p / "config.json").exists()) or \
             (not p.exists() and _REPO_ID.match(str(path))):
-        return _hub_checkpoint(str(path), **hub_kw)
+        return _hub_checkpoint(str(path), trust_remote_code=trust_remote_code, **hub_kw)
     path = Path(path)
     if path.is_dir():
         path = path / "best.pt"
@@ -153,6 +159,7 @@ def load_checkpoint(path, **hub_kw) -> dict:
     ckpt = read_checkpoint(path)
     if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
         raise ValueError(f"{path} is not an spt checkpoint (expected format {FORMAT!r})")
+    check_layer_trusted(ckpt.get("model_config"), path, trust_remote_code)
     ckpt["path"] = str(path)
     return ckpt
 
@@ -183,12 +190,13 @@ def load_backbone(model: torch.nn.Module, ckpt: dict) -> None:
     model.backbone.load_state_dict(state, strict=True)
 
 
-def _hub_checkpoint(source: str, **hub_kw) -> dict:
+def _hub_checkpoint(source: str, *, trust_remote_code: bool, **hub_kw) -> dict:
     """A hub folder / repo id as a checkpoint dict (see load_checkpoint)."""
     from ..models.hub_mixin import load_weights, read_config
     from ..models.model import build_from_config
 
     config = read_config(source, **hub_kw)
+    check_layer_trusted(config["model_config"], source, trust_remote_code)
     model = build_from_config(config)
     load_weights(model, str(source), **hub_kw)
     training = config.get("training") or {}

@@ -64,7 +64,7 @@ def _check_same_task(spec: TaskSpec, saved: dict, path: str) -> None:
 
 def finetune(task: Task, checkpoint, train_cfg: TrainConfig, out_dir, *,
              pooling: Optional[str] = None, head: Optional[str] = None, resume: bool = False,
-             **fit_kw) -> RunResult:
+             trust_remote_code: bool = False, **fit_kw) -> RunResult:
     """Finetune a pretrained backbone on task labels.
 
     checkpoint : a pretraining ``best.pt`` (or its folder), an spt hub folder / repo id
@@ -75,9 +75,12 @@ def finetune(task: Task, checkpoint, train_cfg: TrainConfig, out_dir, *,
                  pooled and shaped as the config's ``pooling`` and ``head`` say.
     pooling    : override the pooling of the saved config ("mean" | "max" | "last").
     head       : override the head of the saved config ("mlp" | "linear").
+    trust_remote_code : needed (True) when the checkpoint's model config names a layer class
+                 outside spt (a LayerConfig), since building it imports that module and runs its
+                 code; see :func:`spt.train.checkpoint.load_checkpoint`.
     The finetuning checkpoints store the model config with these overrides applied.
     """
-    ckpt = load_checkpoint(checkpoint)
+    ckpt = load_checkpoint(checkpoint, trust_remote_code=trust_remote_code)
     model_cfg = model_config_from_dict(ckpt["model_config"])
     if pooling is not None:
         model_cfg = replace(model_cfg, pooling=pooling)

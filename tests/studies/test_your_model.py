@@ -76,8 +76,8 @@ def test_quickstart_runs_your_layer_beside_the_transformer(tmp_path):
     # the SPT run's checkpoint is an ordinary hub model that rebuilds your layer by its path
     best = next(p for p in tmp_path.rglob("finetune/best.pt") if "mine" in str(p))
     from spt.hub import export_checkpoint, load_model
-    export_checkpoint(best, tmp_path / "hub")
-    model = load_model(tmp_path / "hub")
+    export_checkpoint(best, tmp_path / "hub", trust_remote_code=True)
+    model = load_model(tmp_path / "hub", trust_remote_code=True)
     assert isinstance(model, SequenceModel)
     assert type(model.backbone.layers.blocks[0].layer).__name__ == "MixLayer"
 
