@@ -34,6 +34,9 @@ class DamagedFileError(ValueError):
         super().__init__(message)
         self.path = Path(path)
 
+    def __reduce__(self):  # picklable, so a worker process can hand it to its parent
+        return type(self), (self.path, self.args[0])
+
 
 def current_umask() -> int:
     """The process umask, read without changing it where the system allows (Linux /proc)."""

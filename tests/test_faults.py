@@ -4,21 +4,33 @@ happened and the file, and nothing already finished is lost.
 Sections: files that could run code (crafted pickles on every load path, layer classes named by a
 file), damaged checkpoints.
 """
+import json
+import os
 import shutil
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from functools import partial
 
 import pytest
 import torch
+import xarray as xr
 
-from spt import hub
+from spt import hub, locks
 from spt.analysis.receptive_field import spt_profiles
 from spt.atomic import DamagedFileError
 from spt.config import ObjectiveConfig, TrainConfig, TransformerConfig
 from spt.data.digits import digits_task
 from spt.layer_config import LayerConfig, UntrustedLayerError
 from spt.models.model import SequenceModel
-from spt.train import finetune, pretrain
-from spt.train.checkpoint import (FORMAT, UnsafeCheckpointError, atomic_save, load_checkpoint,
-                                  read_checkpoint)
+from spt.studies import cells
+from spt.studies.cells import Cell, run_cells
+from spt.train import RunInUse, finetune, pretrain
+from spt.train.checkpoint import FORMAT, UnsafeCheckpointError, atomic_save, load_checkpoint, read_checkpoint
 
 TINY = TransformerConfig(d_model=8, n_layers=1, n_heads=2, d_ff=16, max_len=64, dropout=0.0)
 TC = TrainConfig(lr=3e-3, batch_size=16, epochs=1, progress=False, seed=0)
@@ -42,7 +54,6 @@ def pretrained(task, tmp_path_factory):
 
 class _OpensAFile:
     """Unpickling this object calls open(marker, "w"): the stand-in for any code a pickle runs."""
-
     def __init__(self, marker):
         self.marker = str(marker)
 
@@ -161,8 +172,6 @@ def test_a_layer_outside_spt_named_by_a_checkpoint_needs_trust(where, task, pret
 
 
 def test_a_hub_config_naming_a_layer_outside_spt_needs_trust(pretrained, tmp_path):
-    import json
-
     folder = hub.export_checkpoint(pretrained, tmp_path / "hub")
     config = json.loads((folder / "config.json").read_text())
     config["model_config"] = {"type": "LayerConfig", "layer": OUTSIDE.layer, "d_model": 8,
@@ -183,3 +192,180 @@ def test_layers_inside_spt_load_without_trust(task, tmp_path):
     folder = hub.export_checkpoint(pt.best_checkpoint, tmp_path / "hub")
     assert isinstance(hub.load_model(folder), SequenceModel)
     finetune(task, folder, TC, tmp_path / "ft")
+
+
+# ------------------------------------------------------------- worker processes and claims
+
+CELLS = '''
+import os, time
+from pathlib import Path
+import xarray as xr
+
+def run(folder, i, run_dir):
+    """Tell the test this process runs cell i, then wait for its go (or its 'fast' file)."""
+    folder = Path(folder)
+    (folder / f"started_{i}_{os.getpid()}").touch()
+    end = time.monotonic() + 120
+    while not (folder / "go").exists() and time.monotonic() < end:
+        time.sleep(0.1)
+    return xr.Dataset({"test_accuracy": ((), float(i))})
+'''
+
+RUN_CELLS = '''
+import sys
+from functools import partial
+sys.path.insert(0, {here!r})
+import fault_cells
+from spt.studies.cells import Cell, run_cells
+
+if __name__ == "__main__":
+    cells = [Cell({{"i": i}}, partial(fault_cells.run, {here!r}, i), {{"i": i}}) for i in range(2)]
+    ds = run_cells("faults", cells, {out!r}, workers={workers})
+    print("RESULT", sorted(ds.test_accuracy.values.ravel().tolist()))
+'''
+
+
+def _started(folder) -> dict:
+    """{cell i: pid} of the cells the runs have started."""
+    return {int(p.name.split("_")[1]): int(p.name.split("_")[2])
+            for p in folder.glob("started_*")}
+
+
+def _wait_for(predicate, timeout: float) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return predicate()
+
+
+def _launch(tmp_path, workers: int):
+    (tmp_path / "fault_cells.py").write_text(CELLS)
+    script = tmp_path / f"run_{workers}.py"
+    script.write_text(textwrap.dedent(RUN_CELLS.format(here=str(tmp_path), workers=workers,
+                                                       out=str(tmp_path / "out"))))
+    return subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def test_a_killed_worker_ends_the_run_naming_its_cell_and_the_rerun_resumes(tmp_path):
+    run = _launch(tmp_path, workers=2)
+    try:
+        assert _wait_for(lambda: len(_started(tmp_path)) == 2 or run.poll() is not None, 120), \
+            "the two cells did not start"
+        os.kill(_started(tmp_path)[1], signal.SIGKILL)  # what the out-of-memory killer does
+        out, err = run.communicate(timeout=30)  # within seconds, not forever
+    finally:
+        run.kill()
+    assert run.returncode != 0
+    last = err.strip().splitlines()[-1]
+    assert "WorkerKilled: study faults, cell i=1: worker killed (out of memory?) by SIGKILL" in last
+    assert "rerun the same command to resume" in last
+    folder = tmp_path / "out" / "faults"
+    assert not list(folder.glob("*.claim")), "the run kept claims"
+    assert not list(folder.glob("*.nc"))
+    (tmp_path / "go").touch()
+    rerun = _launch(tmp_path, workers=2)
+    out, err = rerun.communicate(timeout=120)
+    assert rerun.returncode == 0, err[-2000:]
+    assert "RESULT [0.0, 1.0]" in out
+
+
+def test_two_runs_into_one_folder_divide_the_cells(tmp_path):
+    first = _launch(tmp_path, workers=1)
+    second = None
+    try:
+        assert _wait_for(lambda: len(_started(tmp_path)) == 1, 120), "the first run did not start"
+        second = _launch(tmp_path, workers=1)
+        # the second run takes the cell the first has not started, instead of waiting for it
+        assert _wait_for(lambda: len(_started(tmp_path)) == 2, 120), \
+            "the second run did not take the other cell"
+        assert len(set(_started(tmp_path).values())) == 2
+        (tmp_path / "go").touch()
+        for run in (first, second):
+            out, err = run.communicate(timeout=120)
+            assert run.returncode == 0, err[-2000:]
+            assert "RESULT [0.0, 1.0]" in out
+    finally:
+        for run in (first, second):
+            if run is not None:
+                run.kill()
+
+
+def _claims_study(tmp_path):
+    return [Cell({"i": i}, partial(_value, i), {"i": i}) for i in range(2)]
+
+
+def _value(i, run_dir):
+    return xr.Dataset({"test_accuracy": ((), float(i))})
+
+
+def _claim_of(tmp_path, i):
+    return tmp_path / "out" / "faults" / f"i={i}.claim"
+
+
+def test_an_empty_claim_blocks_only_for_a_minute(tmp_path):
+    claim = _claim_of(tmp_path, 0)
+    claim.parent.mkdir(parents=True)
+    claim.write_text("")  # a process died between creating the claim and writing it
+    old = time.time() - 120
+    os.utime(claim, (old, old))
+    ds = run_cells("faults", _claims_study(tmp_path), tmp_path / "out", log=lambda s: None)
+    assert sorted(ds.test_accuracy.values.ravel()) == [0.0, 1.0]
+    assert not claim.exists()
+
+
+def test_a_claim_from_another_host_is_named_while_fresh_and_taken_over_when_stale(
+        tmp_path, monkeypatch):
+
+    monkeypatch.setattr(cells, "WAIT_POLL", 0.05)
+    claim = _claim_of(tmp_path, 1)
+    claim.parent.mkdir(parents=True)
+    claim.write_text(json.dumps({"host": "node17", "pid": 4242, "since": time.time() - 3600}))
+    lines, result = [], {}
+    t = threading.Thread(target=lambda: result.update(ds=cells.run_cells(
+        "faults", _claims_study(tmp_path), tmp_path / "out", log=lines.append)), daemon=True)
+    t.start()
+    assert _wait_for(lambda: any("waiting for 1 cell" in s for s in lines), 30)
+    waiting = next(s for s in lines if "waiting for 1 cell" in s)
+    assert "host node17, pid 4242, held for 60 min" in waiting and "refreshed" in waiting
+    assert "taken over when not refreshed for 10 min" in waiting
+    assert t.is_alive()  # a fresh claim is honoured
+    old = time.time() - locks.STALE_AFTER - 5
+    os.utime(claim, (old, old))  # node17 stopped refreshing it: its run is gone
+    t.join(30)
+    assert not t.is_alive() and sorted(result["ds"].test_accuracy.values.ravel()) == [0.0, 1.0]
+
+
+def test_a_lock_is_written_whole_and_released_only_by_its_holder(tmp_path):
+    path = tmp_path / "x.claim"
+    assert locks.acquire(path)
+    who = json.loads(path.read_text())
+    assert set(who) == {"host", "pid", "since"}
+    assert not locks.acquire(path)  # held by this live process
+    path.write_text(json.dumps({**who, "pid": who["pid"] + 1}))  # taken over by another
+    locks.release(path)
+    assert path.exists()
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+# ------------------------------------------------------------- one process per run folder
+
+def test_a_second_process_training_the_same_run_folder_is_refused(task, tmp_path):
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        out = tmp_path / "run"
+        out.mkdir()
+        (out / "run.lock").write_text(json.dumps({"host": socket.gethostname(),
+                                                  "pid": sleeper.pid, "since": 0}))
+        with pytest.raises(RunInUse, match=f"pid {sleeper.pid}") as err:
+            pretrain(task, TINY, MASKED, TC, out, resume=True)
+        assert str(out) in str(err.value) and "rerun the same command" in str(err.value)
+        assert not (out / "last.pt").exists()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    pretrain(task, TINY, MASKED, TC, out, resume=True)  # its holder is gone: taken over
+    assert (out / "best.pt").exists() and not (out / "run.lock").exists()
+    assert os.path.exists(out / "last.pt")

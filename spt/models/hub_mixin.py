@@ -21,8 +21,8 @@ from huggingface_hub import ModelCard, PyTorchModelHubMixin
 
 from ..atomic import DamagedFileError, atomic_write
 from ..config import ObjectiveConfig, to_dict
-from ..layer_config import check_layer_trusted
 from ..data.task import TaskSpec
+from ..layer_config import check_layer_trusted
 from ..model_config import model_config_to_dict
 
 HUB_FORMAT = "spt-hub-v1"

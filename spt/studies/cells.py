@@ -16,11 +16,13 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import pickle
 import re
+import signal
 import sys
 import threading
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -32,7 +34,7 @@ import xarray as xr
 from ..compat import LATER_TRAIN_FIELDS
 from ..config import EXECUTION_FIELDS
 from ..results import combine_results, read_result, run_config, write_result
-from .claims import release, try_claim
+from .claims import holder, release, try_claim
 
 
 @dataclass(frozen=True)
@@ -126,18 +128,15 @@ def _with_coords(ds: xr.Dataset, coords: dict) -> xr.Dataset:
     return ds.expand_dims({k: [v] for k, v in coords.items()})
 
 
-def _run_one(cell: Cell, path: Path, run_dir: Path, threads: int | None) -> tuple[Path, float]:
-    """Run one claimed cell and write its result; returns (result file, seconds)."""
+def _run_one(cell: Cell, path: Path, run_dir: Path, threads: int | None) -> float:
+    """Run one claimed cell and write its result; returns the seconds it took."""
     t0 = time.perf_counter()
     if threads is not None:
         torch.set_num_threads(threads)
-    try:
-        ds = cell.run(run_dir)
-        ds = _with_coords(ds, cell.coords)
-        write_result(ds, path, config={"cell": cell.config, "coords": cell.coords})
-    finally:
-        release(path)
-    return path, time.perf_counter() - t0
+    ds = cell.run(run_dir)
+    ds = _with_coords(ds, cell.coords)
+    write_result(ds, path, config={"cell": cell.config, "coords": cell.coords})
+    return time.perf_counter() - t0
 
 
 def _headline(ds: xr.Dataset) -> str:
@@ -152,26 +151,24 @@ WAIT_POLL = 5.0  # seconds between looks at cells another run is computing
 WATCH_POLL = 1.0  # seconds between a worker's looks at whether its run is still there
 
 
-def _watch_parent(parent_pid: int, stop) -> None:
-    """Initializer of every worker process: a daemon thread ends the worker as soon as the run that
-    started it is gone (killed, or its notebook kernel shut down: the worker is then re-parented)
-    or sets `stop` (the run was interrupted, or a cell failed). Without it a worker computes its
-    cell to the end with nobody left to collect it, holding a core. A cell stopped this way
-    resumes from its last checkpoint on the next run."""
-    def watch():
-        while not stop.wait(WATCH_POLL):
-            if os.getppid() != parent_pid:
-                break
-        os._exit(1)
+class WorkerKilled(RuntimeError):
+    """The process computing a cell died without a word: killed by a signal (the out-of-memory
+    killer sends SIGKILL) or exited. The cell's claim is released; rerunning resumes it."""
 
-    threading.Thread(target=watch, daemon=True, name="spt-watch-parent").start()
+
+class _RemoteTraceback(Exception):
+    """The traceback of an error raised in a worker process (the cause of the re-raised error)."""
+
+    def __str__(self):
+        return "\n" + self.args[0]
 
 
 def auto_workers(workers: int) -> int:
     """`workers`, or for 0 one worker process per CPU core on a machine without CUDA and one
     on a GPU machine (the cells share the GPU in one process)."""
-    if workers < 0:
-        raise ValueError(f"workers must be >= 0 (0: one per CPU core without a GPU), got {workers}")
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
+        raise ValueError(f"workers must be an int >= 0 (0: one per CPU core without a GPU), got "
+                         f"{workers!r}")
     if workers:
         return workers
     return 1 if torch.cuda.is_available() else max(1, os.cpu_count() or 1)
@@ -196,10 +193,18 @@ def run_cells(study: str, cells: Sequence[Cell], out_dir, *, workers: int = 1,
     """Run the cells without a result file and combine all results into one Dataset.
 
     Returns a Dataset over the cells' dims (outer join: a dim value missing for some cells gives
-    NaN there). ``workers`` > 1 runs cells in that many spawned processes, each with an equal
-    share of the torch threads; results do not depend on it. Another run computing into the same
-    folder holds claims on its cells (:mod:`spt.studies.claims`): this run takes the others and
-    then waits for those results. One line per finished cell: its main metric and time.
+    NaN there). ``workers`` > 1 runs up to that many cells at once, each in its own spawned
+    process with an equal share of the torch threads. Results are bit-identical between runs with
+    the same number of threads per cell; a different ``workers`` changes that number, and with it
+    the order of floating-point sums (differences around 1e-7).
+
+    The run claims one cell at a time, when it starts it (:mod:`spt.studies.claims`), so another
+    run into the same folder takes the cells this one has not started, and then waits for the
+    cells the other holds, naming their holders. One line per finished cell: its main metric and
+    time. A worker process that dies (the out-of-memory killer) ends the run with
+    :class:`WorkerKilled` naming its cell; a failing cell ends it with that cell's error. Either way
+    the other running cells stop, every claim of this run is released, and rerunning the same
+    command resumes each unfinished cell from its last checkpoint.
     study : the study's name (its folder under out_dir), or its Study.
     """
     study = str(study)
@@ -232,61 +237,186 @@ def run_cells(study: str, cells: Sequence[Cell], out_dir, *, workers: int = 1,
     log(f"{study}: {len(cells)} cells, {len(done)} already done, {n_todo} to run "
         f"(results in {out_dir / study})")
     run_root = out_dir / study / "runs"
-    finished, waiting_said = 0, False
-    while pending:
-        mine = []
-        for c in pending:
-            path = cell_file(out_dir, study, c)
-            if try_claim(path):
+    slots = _Processes(study, workers) if workers > 1 and n_todo > 1 else _InProcess(study)
+    finished, waiting_for = 0, None
+    try:
+        while pending or slots.running:
+            for c in list(pending):  # claim cells as there is room to start them
+                if slots.full():
+                    break
+                path = cell_file(out_dir, study, c)
+                if not try_claim(path):
+                    continue
                 if path.exists():  # finished by another run just before its claim was released
                     release(path)
-                else:
-                    mine.append(c)
-        for c, secs in _run_claimed(mine, out_dir, study, run_root, workers):
-            finished += 1
-            ds = read_result(cell_file(out_dir, study, c))
-            done[c.key] = ds
-            log(f"  done {finished}/{n_todo}: {c.key}: "
-                f"{_headline(ds)} ({secs:.0f} s)")
-        pending = unfinished([c for c in pending if c.key not in done])
-        if pending and not mine:
-            if not waiting_said:
-                log(f"  waiting for {len(pending)} cell(s) another run is computing "
-                    f"(.claim files in {out_dir / study})")
-                waiting_said = True
-            time.sleep(WAIT_POLL)
+                    continue
+                pending.remove(c)
+                slots.start(c, path, run_root / c.key)
+            if pending and not slots.running:  # another run holds every cell left
+                held = [c.key for c in pending]
+                if held != waiting_for:
+                    who = "\n".join(f"    {holder(cell_file(out_dir, study, c))}"
+                                    for c in pending[:3])
+                    log(f"  waiting for {len(pending)} cell(s) another run is computing:\n{who}"
+                        + (f"\n    ... and {len(pending) - 3} more" if len(pending) > 3 else ""))
+                    waiting_for = held
+                time.sleep(WAIT_POLL)
+            for c, secs in slots.collect(timeout=WAIT_POLL):
+                finished += 1
+                ds = read_result(cell_file(out_dir, study, c))
+                done[c.key] = ds
+                log(f"  done {finished}/{n_todo}: {c.key}: {_headline(ds)} ({secs:.0f} s)")
+            pending = unfinished([c for c in pending if c.key not in done])
+    finally:
+        slots.stop()
     return combine([done[c.key] for c in cells], dims)
 
 
-def _run_claimed(cells: Sequence[Cell], out_dir: Path, study: str, run_root: Path, workers: int):
-    """Yield (cell, seconds) as the claimed cells finish (in worker processes if workers > 1)."""
-    if workers > 1 and len(cells) > 1:
-        threads = max(1, torch.get_num_threads() // workers)
-        ctx = multiprocessing.get_context("spawn")
-        stop = ctx.Event()
-        with ProcessPoolExecutor(max_workers=min(workers, len(cells)), mp_context=ctx,
-                                 initializer=_watch_parent, initargs=(os.getpid(), stop)) as pool:
-            futures = {pool.submit(_run_one, c, cell_file(out_dir, study, c), run_root / c.key,
-                                   threads): c for c in cells}
+class _InProcess:
+    """One cell at a time, in this process."""
+
+    def __init__(self, study: str):
+        self.study, self.running = study, []
+
+    def full(self) -> bool:
+        return bool(self.running)
+
+    def start(self, cell: Cell, path: Path, run_dir: Path) -> None:
+        self.running.append((cell, path, run_dir))
+
+    def collect(self, timeout: float):
+        out = []
+        while self.running:
+            cell, path, run_dir = self.running.pop(0)
             try:
-                for f in as_completed(futures):
-                    yield futures[f], f.result()[1]
-            except BaseException:  # interrupted, or a cell failed: stop the others now, not
-                stop.set()         # when they finish (their checkpoints let them resume)
-                pool.shutdown(wait=True, cancel_futures=True)
-                raise
+                out.append((cell, _run_one(cell, path, run_dir, None)))
             finally:
-                for c in cells:  # a cell that failed or never started gives its claim back
-                    if not cell_file(out_dir, study, c).exists():
-                        release(cell_file(out_dir, study, c))
-    else:
-        for i, c in enumerate(cells):
-            try:
-                yield c, _run_one(c, cell_file(out_dir, study, c), run_root / c.key, None)[1]
-            except BaseException:
-                for rest in cells[i + 1:]:
-                    release(cell_file(out_dir, study, rest))
-                raise
+                release(path)
+        return out
+
+    def stop(self) -> None:
+        for _, path, _ in self.running:
+            release(path)
+        self.running = []
+
+
+class _Processes:
+    """Up to `workers` cells at once, each in its own spawned process; the parent holds the
+    claims and watches each process, so a worker that dies is noticed within `timeout`."""
+
+    def __init__(self, study: str, workers: int):
+        self.study, self.workers, self.running = study, workers, []
+        self.threads = max(1, torch.get_num_threads() // workers)
+        self.ctx = multiprocessing.get_context("spawn")
+
+    def full(self) -> bool:
+        return len(self.running) >= self.workers
+
+    def start(self, cell: Cell, path: Path, run_dir: Path) -> None:
+        receive, send = self.ctx.Pipe(duplex=False)
+        proc = self.ctx.Process(target=_cell_process, name=f"spt-cell-{cell.key}",
+                                args=(cell, path, run_dir, self.threads, send, os.getpid()))
+        try:
+            proc.start()
+        except BaseException:
+            release(path)
+            raise
+        send.close()  # the child holds its end; EOF here once it is gone
+        self.running.append({"cell": cell, "path": path, "run_dir": run_dir, "proc": proc,
+                             "conn": receive, "message": None})
+
+    def collect(self, timeout: float):
+        from multiprocessing.connection import wait
+
+        if not self.running:
+            return []
+        waiting = {r["proc"].sentinel: r for r in self.running}
+        waiting.update({r["conn"]: r for r in self.running if r["message"] is None})
+        out = []
+        for ready in wait(list(waiting), timeout):
+            r = waiting[ready]
+            if ready is r["conn"]:
+                r["message"] = _receive(r["conn"])
+        for r in [r for r in self.running if not r["proc"].is_alive()]:
+            r["proc"].join()
+            if r["message"] is None:
+                r["message"] = _receive(r["conn"])
+            self.running.remove(r)
+            r["conn"].close()
+            release(r["path"])
+            out.append((r["cell"], self._outcome(r)))
+        return out
+
+    def _outcome(self, r: dict) -> float:
+        """The cell's seconds, or its error raised."""
+        message, code, cell = r["message"], r["proc"].exitcode, r["cell"]
+        if message and message[0] == "done":
+            return message[1]
+        if message and message[0] == "error":
+            _, error, text = message
+            if error is None:
+                error = RuntimeError(f"study {self.study}, cell {cell.key} failed: "
+                                     f"{text.strip().splitlines()[-1]}")
+            raise error from _RemoteTraceback(text)
+        if code is not None and code < 0:
+            sig = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
+            why = " (out of memory?)" if -code == signal.SIGKILL else ""
+            raise WorkerKilled(f"study {self.study}, cell {cell.key}: worker killed{why} by "
+                               f"{sig}; rerun the same command to resume this cell from its last "
+                               f"checkpoint in {r['run_dir']}")
+        raise WorkerKilled(f"study {self.study}, cell {cell.key}: its worker process exited with "
+                           f"code {code} without a result; rerun the same command to resume this "
+                           f"cell from its last checkpoint in {r['run_dir']}")
+
+    def stop(self) -> None:
+        """Stop the cells still running (they resume from their checkpoints) and release their
+        claims."""
+        for r in self.running:
+            if r["proc"].is_alive():
+                r["proc"].terminate()
+        for r in self.running:
+            r["proc"].join(5)
+            if r["proc"].is_alive():
+                r["proc"].kill()
+                r["proc"].join()
+            r["conn"].close()
+            release(r["path"])
+        self.running = []
+
+
+def _receive(conn):
+    """The worker's message, or None when it sent none (it died first)."""
+    try:
+        return conn.recv() if conn.poll() else None
+    except (EOFError, OSError):
+        return None
+
+
+def _cell_process(cell: Cell, path: Path, run_dir: Path, threads: int, conn,
+                  parent_pid: int) -> None:
+    """A worker process: run one cell, send ("done", seconds) or ("error", error or None,
+    traceback text) to the parent. The worker ends itself when the run that started it is gone
+    (killed, or its notebook kernel shut down: the worker is then re-parented), instead of
+    computing to the end with nobody left to collect the cell."""
+    def watch():
+        while True:
+            time.sleep(WATCH_POLL)
+            if os.getppid() != parent_pid:
+                os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="spt-watch-parent").start()
+    try:
+        conn.send(("done", _run_one(cell, path, run_dir, threads)))
+    except BaseException as e:
+        text = traceback.format_exc()
+        try:
+            pickle.loads(pickle.dumps(e))
+        except Exception:  # an error that does not survive pickling goes as its text
+            e = None
+        conn.send(("error", e, text))
+        raise SystemExit(1)
+    finally:
+        conn.close()
 
 
 def combine(parts: Sequence[xr.Dataset], dims: Optional[Sequence[str]] = None) -> xr.Dataset:

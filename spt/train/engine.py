@@ -36,6 +36,7 @@ import xarray as xr
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
+from .. import locks
 from ..compat import LATER_TRAIN_FIELDS, cuda_rng_state, upgrade_run_state
 from ..config import EXECUTION_FIELDS, TrainConfig, to_dict
 from ..data.collate import pad_collate
@@ -43,6 +44,10 @@ from . import distributed as D
 from .checkpoint import FORMAT, atomic_save, read_checkpoint
 from .observers import current_observer, observe, timestamp  # noqa: F401  (observe: public here)
 from .optim import apply_now, build_optimizer, build_scheduler, param_groups, plateau_state, plateau_update
+
+
+class RunInUse(RuntimeError):
+    """Another live process is training in this run folder (its run.lock names it)."""
 
 
 class NonFiniteLossError(RuntimeError):
@@ -259,9 +264,10 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
     (RunResult.stopped_by says which). Inside an open process group
     (:func:`spt.train.distributed.process_group`) every rank calls fit with the same arguments;
     fit never opens or closes the group itself.
+    While it trains, ``out_dir/run.lock`` (:mod:`spt.locks`) says which process does: a second
+    process given the same out_dir stops with :class:`RunInUse` instead of training beside it.
     """
     env = D.current_env()
-    observer = current_observer()
     out = Path(out_dir)
     last_path, best_path = out / "last.pt", out / "best.pt"
     if not resume and (last_path.exists() or best_path.exists()):
@@ -269,6 +275,26 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
                               f"continue it, or choose another out_dir (nothing was overwritten)")
     D.barrier(env)  # every rank has looked before rank 0 writes anything
     out.mkdir(parents=True, exist_ok=True)
+    lock = out / "run.lock"
+    if env.is_main and not locks.acquire(lock):
+        raise RunInUse(f"run folder {out} is being trained by another process "
+                       f"({locks.describe(lock)}): wait for it to end, then rerun the same "
+                       f"command to resume or reuse it")
+    try:
+        return _train(model, objective, task, cfg, out, stage=stage, meta=meta, resume=resume,
+                      on_step=on_step, evaluate_test=evaluate_test, clock=clock)
+    finally:
+        if env.is_main:
+            locks.release(lock)
+
+
+def _train(model: torch.nn.Module, objective, task, cfg: TrainConfig, out: Path, *, stage: str,
+           meta: dict, resume: bool, on_step: Optional[Callable[[int], None]],
+           evaluate_test: bool, clock: Callable[[], float]) -> RunResult:
+    """fit() in its locked run folder `out`."""
+    env = D.current_env()
+    observer = current_observer()
+    last_path, best_path = out / "last.pt", out / "best.pt"
     device = D.device_for(cfg.device, env)
     model.to(device)
     set_grad_checkpointing(model, cfg.grad_checkpointing)
