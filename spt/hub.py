@@ -61,14 +61,21 @@ def load_model(source, *, map_location="cpu", trust_remote_code: bool = False, *
 
 
 def export_checkpoint(checkpoint, out_dir, *, push_to: Optional[str] = None,
-                      private: Optional[bool] = None, trust_remote_code: bool = False) -> Path:
+                      private: Optional[bool] = None, trust_remote_code: bool = False,
+                      overwrite: bool = False) -> Path:
     """Write a training run's best.pt (or its run folder) as a hub folder at `out_dir`.
 
     A pretraining checkpoint becomes a "pretraining" model (backbone + per-position head), a
     finetuning / scratch one a "classifier". The training stage, epoch and validation metrics go to
     config.json under "training". push_to : also upload the folder to this hub repo id.
     trust_remote_code : needed (True) for a checkpoint whose layer class lives outside spt.
+    overwrite : replace the files of an existing, non-empty out_dir (else FileExistsError).
     """
+    out = Path(out_dir)
+    if out.exists() and not overwrite and (not out.is_dir() or any(out.iterdir())):
+        raise FileExistsError(f"{out} already exists and is not empty: export_checkpoint writes a "
+                              f"new hub folder. Choose another out_dir, or pass overwrite=True to "
+                              f"replace its model files")
     ckpt = load_checkpoint(checkpoint, trust_remote_code=trust_remote_code)
     kind = "pretraining" if ckpt.get("stage") == "pretrain" else "classifier"
     objective = ObjectiveConfig(**ckpt["objective"]) if kind == "pretraining" else None
@@ -80,7 +87,6 @@ def export_checkpoint(checkpoint, out_dir, *, push_to: Optional[str] = None,
         "stage": ckpt.get("stage"), "epoch": ckpt.get("epoch"),
         "val_metrics": ckpt.get("val_metrics"), "train_config": ckpt.get("train_config"),
         "pretrained_from": ckpt.get("pretrained_from"), "source": ckpt["path"]}}
-    out = Path(out_dir)
     model.save_pretrained(out)
     if push_to:
         model.push_to_hub(push_to, private=private)

@@ -14,7 +14,9 @@ import sys
 import textwrap
 import threading
 import time
+from dataclasses import replace
 from functools import partial
+from pathlib import Path
 
 import pytest
 import torch
@@ -213,6 +215,7 @@ def run(folder, i, run_dir):
 
 RUN_CELLS = '''
 import sys
+from dataclasses import replace
 from functools import partial
 sys.path.insert(0, {here!r})
 import fault_cells
@@ -369,3 +372,77 @@ def test_a_second_process_training_the_same_run_folder_is_refused(task, tmp_path
     pretrain(task, TINY, MASKED, TC, out, resume=True)  # its holder is gone: taken over
     assert (out / "best.pt").exists() and not (out / "run.lock").exists()
     assert os.path.exists(out / "last.pt")
+
+
+# ------------------------------------------------------------- moved folders, deleted results
+
+class _Stop(Exception):
+    pass
+
+
+def _stop_at(n):
+    def on_step(step):
+        if step == n:
+            raise _Stop
+    return on_step
+
+
+def test_a_moved_results_folder_resumes(task, pretrained, tmp_path):
+    tc = TrainConfig(lr=3e-3, batch_size=8, epochs=2, progress=False, seed=0)  # 2 steps an epoch
+    shutil.copytree(pretrained, tmp_path / "a" / "pt")
+    with pytest.raises(_Stop):  # interrupted in epoch 2, after epoch 1's last.pt
+        finetune(task, tmp_path / "a" / "pt" / "best.pt", tc, tmp_path / "a" / "ft",
+                 on_step=_stop_at(3))
+    shutil.move(tmp_path / "a", tmp_path / "b")
+    moved = finetune(task, tmp_path / "b" / "pt" / "best.pt", tc, tmp_path / "b" / "ft",
+                     resume=True)
+    whole = finetune(task, pretrained / "best.pt", tc, tmp_path / "whole")
+    assert moved.test_metrics == whole.test_metrics and moved.steps == whole.steps == 4
+    # other weights under the same path are another run
+    other = tmp_path / "other"
+    shutil.copytree(tmp_path / "b", other)
+    ck = read_checkpoint(other / "pt" / "best.pt")
+    ck["model"] = {k: v + 1 for k, v in ck["model"].items()}
+    atomic_save(ck, other / "pt" / "best.pt")
+    with pytest.raises(ValueError, match="pretrained_weights"):
+        finetune(task, other / "pt" / "best.pt", replace(tc, epochs=3), other / "ft",
+                 resume=True)
+
+
+def test_following_the_advice_for_a_changed_cell_recomputes_it(tmp_path):
+    from spt.studies.quickstart import STUDY, Setup
+    setup = Setup(n_train=16, val_size=20, d_model=16, n_layers=1, n_heads=2, batch_size=8,
+                  pretrain_epochs=1, max_epochs=1, patience=1)
+    STUDY.run(setup, tmp_path, seeds=[0])
+    changed = replace(setup, mask_ratio=0.25)
+    for _ in range(4):  # do what each message says, as a user would
+        try:
+            ds = STUDY.run(changed, tmp_path, seeds=[0])
+            break
+        except ValueError as e:
+            message = str(e)
+            assert len(message.splitlines()) == 1
+            result = Path(message.split(" holds a result")[0])
+            assert result.suffix == ".nc" and "mask_ratio" in message
+            folder = Path(message.split("cell's run folder ")[1].split(" (")[0])
+            assert folder.is_dir()
+            result.unlink()
+            shutil.rmtree(folder)
+    else:
+        raise AssertionError("the advice did not lead to a rerun that works")
+    assert float(ds.test_accuracy.sel(init="spt").item()) >= 0
+
+
+def test_export_checkpoint_never_overwrites_a_hub_folder_unasked(pretrained, tmp_path):
+    folder = hub.export_checkpoint(pretrained, tmp_path / "hub")
+    weights = (folder / "model.safetensors").read_bytes()
+    (folder / "README.md").write_text("my notes")
+    with pytest.raises(FileExistsError, match="overwrite=True") as err:
+        hub.export_checkpoint(pretrained, folder)
+    assert str(folder) in str(err.value)
+    assert (folder / "README.md").read_text() == "my notes"
+    assert (folder / "model.safetensors").read_bytes() == weights
+    hub.export_checkpoint(pretrained, folder, overwrite=True)
+    assert isinstance(hub.load_model(folder), SequenceModel)
+    (tmp_path / "empty").mkdir()  # an empty folder is a fine place to export to
+    hub.export_checkpoint(pretrained, tmp_path / "empty")

@@ -117,10 +117,13 @@ def existing_result(path: Path, cell: Cell):
     saved, want = _canonical(run_config(ds).get("cell", {})), _canonical(cell.config)
     if saved != want:
         fields = ", ".join(_diff(saved, want)[:8])
+        runs = path.parent / "runs" / cell.key
+        again = (f"delete that file and the cell's run folder {runs} (its checkpoints were "
+                 f"trained with the old configuration)" if runs.exists() else "delete that file")
         raise ResultConfigMismatch(
             f"{path} holds a result made with a different configuration (differs in: {fields}). "
-            f"Results are never overwritten: choose another output folder, or delete that file "
-            f"to recompute it.")
+            f"Results are never overwritten: choose another output folder, or, to recompute the "
+            f"cell with the new configuration, {again}.")
     return ds
 
 

@@ -170,10 +170,20 @@ RESUMABLE_FIELDS = EXECUTION_FIELDS | {"max_time"}
 
 
 def _check_same_run(ck: dict, meta: dict, cfg: TrainConfig, path: Path) -> None:
-    """Resuming is only allowed into a run with the same configuration."""
+    """Resuming is only allowed into a run with the same configuration.
+
+    A finetuning run's pretrained backbone is identified by the digest of its weights
+    ("pretrained_weights"), not by the path it was read from, so a results folder that was moved
+    or copied resumes; a run written before that digest existed compares the path, as it did.
+    """
     saved = {"train_config": {**LATER_TRAIN_FIELDS, **(ck.get("train_config") or {})},
              **{k: ck.get(k) for k in meta}}
     now = {"train_config": to_dict(cfg), **meta}
+    if "pretrained_weights" in now and saved.get("pretrained_weights") is not None:
+        saved.pop("pretrained_from", None)
+        now.pop("pretrained_from", None)
+    elif saved.get("pretrained_weights") is None:
+        now.pop("pretrained_weights", None)
     ignore = RESUMABLE_FIELDS
     diffs = []
     for key in now:
@@ -185,7 +195,8 @@ def _check_same_run(ck: dict, meta: dict, cfg: TrainConfig, path: Path) -> None:
             diffs.append(f"{key}: saved {a!r}, now {b!r}")
     if diffs:
         raise ValueError(f"cannot resume {path}: it was written with another configuration ("
-                         + "; ".join(diffs) + "). Use another out_dir for the new configuration.")
+                         + "; ".join(diffs) + f"). Use another out_dir for the new configuration, or "
+            f"delete {path.parent} to train it again from the start.")
 
 
 def _norm(v):

@@ -26,7 +26,7 @@ from ..data.pairs import documents_task
 from ..data.task import Task, TaskSpec
 from ..model_config import ModelConfigType, model_config_from_dict, model_config_to_dict
 from ..models.model import classifier_model, pretraining_model
-from .checkpoint import load_backbone, load_checkpoint
+from .checkpoint import digest, load_backbone, load_checkpoint
 from .engine import RunResult, fit
 from .objectives import Denoising, Supervised
 
@@ -91,7 +91,9 @@ def finetune(task: Task, checkpoint, train_cfg: TrainConfig, out_dir, *,
     model = classifier_model(model_cfg, task.spec)
     load_backbone(model, ckpt)
     meta = _meta(model_cfg, task.spec, None)
-    meta["pretrained_from"] = ckpt["path"]
+    meta["pretrained_from"] = ckpt["path"]  # where it was read: information, not identity
+    meta["pretrained_weights"] = digest(
+        {k: v for k, v in ckpt["model"].items() if k.startswith("backbone.")})
     return fit(model, Supervised(task.spec), task, train_cfg, out_dir, stage="finetune", meta=meta,
                resume=resume, **fit_kw)
 
