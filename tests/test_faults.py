@@ -446,3 +446,53 @@ def test_export_checkpoint_never_overwrites_a_hub_folder_unasked(pretrained, tmp
     assert isinstance(hub.load_model(folder), SequenceModel)
     (tmp_path / "empty").mkdir()  # an empty folder is a fine place to export to
     hub.export_checkpoint(pretrained, tmp_path / "empty")
+
+
+# ------------------------------------------------------------- parameters, both routes
+
+@pytest.mark.parametrize("params, says", [
+    (["-p", "workers", "-1"], "parameter workers takes a number >= 0"),
+    (["-p", "seeds", "[0, -2]"], "parameter seeds takes a list of ints >= 0"),
+    (["-p", "seeds", "[1, 1]"], "distinct seeds"),
+    (["-p", "tasks", "[listops, imagee]"], "no task(s) ['imagee']; its tasks are"),
+    (["-p", "preset", "papr"], "unknown preset 'papr'; choose from smoke, paper"),
+    (["-p", "preset", "paper"], "pass data_root"),
+    (["-p", "worker", "2"], "has no parameter 'worker' (did you mean 'workers'?)"),
+    (["-p", "device", "gpu"], "parameter device takes auto, cpu, cuda, cuda:N or mps"),
+])
+def test_spt_study_run_checks_every_parameter_before_a_kernel_starts(params, says, tmp_path,
+                                                                    capsys):
+    from spt.cli import main
+    rc = main(["study", "run", "02_transformers_vs_s4", "--out", str(tmp_path)] + params)
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and says in err, err
+    assert len(err.splitlines()) == 1
+    assert not list(tmp_path.glob("*.ipynb")), "a kernel ran"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the machine has CUDA")
+def test_device_cuda_without_cuda_is_refused_before_a_kernel_starts(tmp_path, capsys):
+    from spt.cli import main
+    rc = main(["study", "run", "02_transformers_vs_s4", "--out", str(tmp_path), "-p", "device",
+               "cuda"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "no CUDA device" in err and "-p device cpu" in err
+
+
+@pytest.mark.parametrize("params, says", [
+    ({"n_train": "abc"}, "parameter n_train takes type int (e.g. -p n_train '3'), got 'abc'"),
+    ({"n_trian": 50}, "has no parameter 'n_trian' (did you mean 'n_train'?)"),
+    ({"workers": -2}, "parameter workers takes a number >= 0"),
+])
+def test_plain_papermill_stops_at_the_first_cell_naming_the_parameter(params, says, tmp_path):
+    import papermill as pm
+
+    from spt.studies.runner import study_notebook
+    out = tmp_path / "out.ipynb"
+    with pytest.raises(pm.PapermillExecutionError) as err:
+        pm.execute_notebook(str(study_notebook("00_quickstart")), str(out),
+                            parameters={**params, "out_dir": str(tmp_path / "results")},
+                            kernel_name="python3", progress_bar=False)
+    assert "ParameterError" in str(err.value) and says in str(err.value)
+    assert err.value.exec_count == 3  # parameters, papermill's injected cell, then the check
+    assert not (tmp_path / "results").exists()

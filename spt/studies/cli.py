@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 
 
@@ -21,14 +22,25 @@ def cmd_list(args) -> int:
     return 0
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever sys.stderr is when a line is logged, not the one it started with."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _):
+        pass
+
+
 def _stream_notebook_output(quiet: bool) -> bool:
     """Send papermill's log (the notebook's output as it runs) to stderr, one line each."""
     if quiet:
         return False
-    import logging
     log = logging.getLogger("papermill")
     if not any(getattr(h, "spt_stream", False) for h in log.handlers):
-        handler = logging.StreamHandler(sys.stderr)
+        handler = _StderrHandler()
         handler.setFormatter(logging.Formatter("%(message)s"))
         handler.spt_stream = True  # added once per process, however often the CLI runs
         log.addHandler(handler)

@@ -26,6 +26,8 @@ import traceback
 from pathlib import Path
 from typing import Optional
 
+from .parameters import check_parameters, notebook_parameters  # noqa: F401  (public here)
+
 STUDY_PATTERN = re.compile(r"^(0[1-9]|[1-9][0-9])_[a-z0-9_]+$")
 KERNEL = "python3"
 
@@ -65,46 +67,6 @@ def study_notebook(name: str, nb_dir=None) -> Path:
         names = ", ".join(list_studies(nb_dir))
         raise FileNotFoundError(f"no study {name!r}; studies: {names} (`spt study list`)")
     return nb
-
-
-def notebook_parameters(nb: Path) -> dict:
-    """{name: {"inferred_type_name", "default", "help"}} of the notebook's parameters cell."""
-    import papermill as pm
-    return pm.inspect_notebook(str(nb))
-
-
-# the notebooks' annotation -> the Python types a value may have
-_TYPES = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,), "list": (list,),
-          "dict": (dict,)}
-DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:[0-9]+)?)$")
-
-
-def check_parameters(nb: Path, params: dict) -> None:
-    """Names, types (the notebook's annotations), the preset and the device of `params`, checked
-    before any kernel starts; a ValueError says which parameter and what it takes."""
-    known = notebook_parameters(nb)
-    unknown = sorted(set(params) - set(known))
-    if unknown:
-        raise ValueError(f"{nb.name} has no parameter(s) {unknown}; its parameters: "
-                         f"{', '.join(known)} (`papermill --help-notebook {nb}`)")
-    for name, value in params.items():
-        want = known[name]["inferred_type_name"]
-        ok = _TYPES.get(want)
-        if ok and (not isinstance(value, ok) or (want != "bool" and isinstance(value, bool))):
-            example = {"list": "[0, 1, 2]", "int": "3", "float": "0.5", "bool": "true",
-                       "str": "text", "dict": "{a: 1}"}[want]
-            raise ValueError(f"{nb.name}: parameter {name} takes type {want} (e.g. -p {name} "
-                             f"{example!r}), got {value!r} ({type(value).__name__})")
-    if "device" in params and not DEVICE.match(str(params["device"])):
-        raise ValueError(f"{nb.name}: parameter device takes auto, cpu, cuda, cuda:N or mps, got "
-                         f"{params['device']!r}")
-    from .registry import QUICKSTART, STUDIES
-    s = QUICKSTART if nb.stem == QUICKSTART.name else STUDIES.get(nb.stem)
-    if s is not None and "preset" in params:
-        presets = s.presets
-        if params["preset"] not in presets:
-            raise ValueError(f"{nb.name}: unknown preset {params['preset']!r}; choose from "
-                             f"{', '.join(presets)}")
 
 
 def executed_path(out_dir: Path, stem: str) -> Path:

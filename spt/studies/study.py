@@ -160,7 +160,8 @@ class Study:
             tasks: Optional[Sequence[str]] = None, models: Optional[dict] = None) -> xr.Dataset:
         """Run (or reuse) every cell of the preset; returns a Dataset over the study's dims
         (a "model" dim added by your `models`). workers: cells in parallel processes (0: one
-        per core). Results never depend on workers or device."""
+        per core); a different `workers` or device agrees up to float rounding and reuses the
+        finished cells (:func:`spt.studies.cells.run_cells`)."""
         p = self.preset(preset, data_root, tasks=tasks, models=models)
         check_data([e.task for e in p.entries], self.name)
         print(f"{self.name} [{p.name}]: {p.note}")
