@@ -496,3 +496,20 @@ def test_plain_papermill_stops_at_the_first_cell_naming_the_parameter(params, sa
     assert "ParameterError" in str(err.value) and says in str(err.value)
     assert err.value.exec_count == 3  # parameters, papermill's injected cell, then the check
     assert not (tmp_path / "results").exists()
+
+
+# ------------------------------------------------------------- the dry run needs only its data
+
+def test_study_check_only_needs_the_data_of_the_cells_it_checks(tmp_path, capsys):
+    from spt.cli import main
+    from spt.data.fixtures import write_fixtures
+    write_fixtures(tmp_path / "data", tasks=["pathfinder"])
+    rc = main(["study", "check", "02_transformers_vs_s4", "--preset", "paper", "-p", "data_root",
+               str(tmp_path / "data"), "--device", "cpu",
+               "--only", "task=pathfinder model=transformer init=scratch"])
+    out = capsys.readouterr()
+    assert rc == 0, out.err[-2000:]
+    assert "1 cells: 1 passed, 0 failed" in out.out
+    rc = main(["study", "check", "02_transformers_vs_s4", "--preset", "paper", "-p", "data_root",
+               str(tmp_path / "data"), "--device", "cpu", "--only", "task=pathfindr"])
+    assert rc == 2 and "matches none of its cells" in capsys.readouterr().err

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 import tempfile
 import time
 import traceback
@@ -267,10 +266,7 @@ def check(study: str, *, preset: str = "paper", data_root=None, batch: int = 2,
     s = find_study(study)
     dry = DryRun(batch=batch, device=device, steps=TIMED_STEPS)
     cells = _first_seed(s.cells(preset, data_root=data_root, device=device, dry=dry,
-                                models=models))
-    if only:
-        pattern = re.compile(only)
-        cells = [c for c in cells if pattern.search(" ".join(f"{k}={v}" for k, v in c.coords.items()))]
+                                models=models, only=only))
     log(f"{study} [{preset}]: dry run of {len(cells)} cells, batch {batch}, device "
         f"{device_for(device)}")
     plans = _plans(study, preset, data_root, sizes)

@@ -13,6 +13,7 @@ code as the rest. Each cell is one result file (:func:`spt.studies.cells.run_cel
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -65,6 +66,12 @@ def only_tasks(p: GridPreset, tasks: Optional[Sequence[str]], study: str) -> Gri
     """The preset with the entries whose "task" coordinate is in `tasks` (see pick_tasks)."""
     entries = pick_tasks(p.entries, lambda e: dict(e.coords).get("task"), tasks, study)
     return dataclasses.replace(p, entries=tuple(entries))
+
+
+def cell_line(coords: dict) -> str:
+    """A cell's coordinates as one line, ``task=listops model=s4 init=spt seed=0``: what
+    ``only`` patterns match."""
+    return " ".join(f"{k}={v}" for k, v in coords.items())
 
 
 def preset_cells(p: GridPreset, *, seeds: Optional[Sequence[int]] = None, device: str = "auto",
@@ -148,12 +155,27 @@ class Study:
 
     def cells(self, preset="smoke", *, data_root=None, seeds: Optional[Sequence[int]] = None,
               device: str = "auto", dry=None, tasks: Optional[Sequence[str]] = None,
-              models: Optional[dict] = None) -> list[Cell]:
+              models: Optional[dict] = None, only: Optional[str] = None) -> list[Cell]:
         """One Cell per entry x seed of the preset; fails before anything trains when a task's
-        data folder is missing (saying what to run)."""
+        data folder is missing (saying what to run).
+
+        only : a regular expression; keep only the cells whose "dim=value ..." line (seed
+               included) it matches, e.g. "task=(listops|text)"; only their data must exist.
+        """
         p = self.preset(preset, data_root, tasks=tasks, models=models)
+        seeds = tuple(seeds) if seeds else p.seeds
+        if only:
+            pattern = re.compile(only)
+            hit = [e for e in p.entries
+                   if any(pattern.search(cell_line({**dict(e.coords), "seed": s})) for s in seeds)]
+            if not hit:
+                first = cell_line({**dict(p.entries[0].coords), "seed": seeds[0]})
+                raise ValueError(f"study {self.name}: only={only!r} matches none of its cells; "
+                                 f"they read like {first!r}")
+            p = dataclasses.replace(p, entries=tuple(hit))
         check_data([e.task for e in p.entries], self.name)
-        return preset_cells(p, seeds=seeds, device=device, dry=dry)
+        cells = preset_cells(p, seeds=seeds, device=device, dry=dry)
+        return [c for c in cells if not only or pattern.search(cell_line(c.coords))]
 
     def run(self, preset="smoke", out_dir="results", *, data_root=None,
             seeds: Optional[Sequence[int]] = None, workers: int = 1, device: str = "auto",
