@@ -15,6 +15,7 @@ weights) raise for a truncated or corrupt file: the message names the file and w
 """
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import tempfile
@@ -36,6 +37,79 @@ class DamagedFileError(ValueError):
 
     def __reduce__(self):  # picklable, so a worker process can hand it to its parent
         return type(self), (self.path, self.args[0])
+
+
+class DiskFullError(OSError):
+    """No space was left on the device while spt wrote a file; nothing was half-written."""
+
+    def __init__(self, path, message: str):
+        super().__init__(errno.ENOSPC, message)
+        self.path = Path(path)
+
+    def __str__(self):
+        return self.strerror
+
+    def __reduce__(self):
+        return type(self), (self.path, self.strerror)
+
+
+class NotWritableError(PermissionError):
+    """A folder spt must write into is read-only (permissions or a read-only file system)."""
+
+    def __init__(self, path, message: str):
+        super().__init__(errno.EACCES, message)
+        self.path = Path(path)
+
+    def __str__(self):
+        return self.strerror
+
+    def __reduce__(self):
+        return type(self), (self.path, self.strerror)
+
+
+FULL_BELOW = 1 << 20  # bytes free under which a failed write counts as a full disk
+
+
+def free_bytes(folder: Path) -> float:
+    try:
+        st = os.statvfs(folder)
+    except (OSError, AttributeError):  # no statvfs (Windows) or no folder
+        return float("inf")
+    return st.f_bavail * st.f_frsize
+
+
+def output_error(e: BaseException, path: Path, free: float = float("inf")):
+    """The one-line error for a failed write of `path`, or None when `e` is not about the disk:
+    a full device (ENOSPC / EDQUOT, or any failure with less than FULL_BELOW bytes left, since
+    torch.save reports a full disk as "unexpected pos") or a read-only folder."""
+    path = Path(path)
+    code = getattr(e, "errno", None)
+    if code in (errno.ENOSPC, errno.EDQUOT) or (free < FULL_BELOW and not isinstance(
+            e, (KeyboardInterrupt, SystemExit))):
+        return DiskFullError(path, f"no space left on the device holding {path.parent} while "
+                                   f"writing {path.name}; nothing was half-written ({path.name} "
+                                   f"is as it was). Free some space, then rerun the same command "
+                                   f"to resume")
+    if isinstance(e, PermissionError) or code == errno.EROFS:
+        return NotWritableError(path, f"cannot write {path}: {path.parent} is not writable "
+                                      f"({os.strerror(code) if code else e}). Make it writable "
+                                      f"or choose another output folder, then rerun the same "
+                                      f"command")
+    return None
+
+
+def writable_dir(folder) -> Path:
+    """Create `folder` (and its parents) if needed and check that files can be made in it, so a
+    run fails before it computes anything; NotWritableError / DiskFullError name it."""
+    folder = Path(folder)
+    probe = folder / f".spt-write-test-{uuid.uuid4().hex[:8]}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise (output_error(e, probe, free_bytes(folder)) or e) from None
+    return folder
 
 
 def current_umask() -> int:
@@ -61,8 +135,11 @@ def atomic_write(path, write: Callable[[Path], None]) -> Path:
     temporary file is removed and `path` is left as it was. Returns `path`.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise (output_error(e, path, free_bytes(path.parent)) or e) from None
     os.close(fd)
     tmp = Path(name)
     try:
@@ -74,8 +151,12 @@ def atomic_write(path, write: Callable[[Path], None]) -> Path:
             os.close(fd)
         os.chmod(tmp, 0o666 & ~current_umask())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
+        free = free_bytes(path.parent)  # before the partial file is removed
         tmp.unlink(missing_ok=True)
+        disk = output_error(e, path, free)
+        if disk is not None:
+            raise disk from None
         raise
     _fsync_dir(path.parent)
     return path
@@ -94,8 +175,11 @@ def atomic_dir(path, fill: Callable[[Path], None], replace: bool = True) -> Path
     left as it was. Returns `path`.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    except OSError as e:
+        raise (output_error(e, path, free_bytes(path.parent)) or e) from None
     try:
         fill(tmp)
         os.chmod(tmp, 0o777 & ~current_umask())
@@ -108,8 +192,12 @@ def atomic_dir(path, fill: Callable[[Path], None], replace: bool = True) -> Path
                 if not path.exists():
                     raise
                 shutil.rmtree(tmp, ignore_errors=True)  # another process made `path` first
-    except BaseException:
+    except BaseException as e:
+        free = free_bytes(path.parent)  # before the partial folder is removed
         shutil.rmtree(tmp, ignore_errors=True)
+        disk = output_error(e, path, free)
+        if disk is not None:
+            raise disk from None
         raise
     _fsync_dir(path.parent)
     return path

@@ -75,6 +75,10 @@ def main(argv=None) -> int:
         return args.func(args)
     except BrokenPipeError:  # `spt presets | head`
         return 0
+    except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback
+        print("spt: interrupted; what was finished is kept (results, checkpoints); rerun the same "
+              "command to resume", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -32,6 +32,8 @@ import uuid
 from pathlib import Path
 from typing import Optional
 
+from .atomic import current_umask, free_bytes, output_error
+
 REFRESH = 60.0  # seconds between a holder's refreshes of its locks
 STALE_AFTER = 600.0  # seconds without a refresh after which another host's lock is stale
 UNREADABLE_AFTER = 60.0  # seconds after which an empty or unreadable lock is stale
@@ -117,11 +119,16 @@ def acquire(path) -> bool:
     """Take the lock at `path` (creating its folder); False when another live process holds it.
     A stale lock is taken over."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    tmp.write_text(json.dumps({**_me(), "since": time.time()}))
     try:
-        os.chmod(tmp, 0o666 & ~_umask())
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps({**_me(), "since": time.time()}))
+    except OSError as e:
+        free = free_bytes(path.parent)
+        tmp.unlink(missing_ok=True)
+        raise (output_error(e, path, free) or e) from None
+    try:
+        os.chmod(tmp, 0o666 & ~current_umask())
         for _ in range(3):
             try:
                 os.link(tmp, path)
@@ -143,11 +150,6 @@ def acquire(path) -> bool:
 def _same_lock(a: dict, b: Optional[dict]) -> bool:
     return b is not None and {k: v for k, v in a.items() if k != "age"} == \
         {k: v for k, v in b.items() if k != "age"}
-
-
-def _umask() -> int:
-    from .atomic import current_umask
-    return current_umask()
 
 
 def mine(path) -> bool:

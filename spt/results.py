@@ -36,7 +36,10 @@ def write_result(ds: xr.Dataset, path, *, config: dict | None = None,
     for k, v in list(ds.attrs.items()):
         if isinstance(v, (dict, list, tuple)) or v is None:
             ds.attrs[k] = json.dumps(v, default=str)
-    return atomic_write(path, lambda tmp: ds.to_netcdf(tmp, engine=ENGINE))
+    # serialised in memory first: the file is then written by Python, whose write on a full disk
+    # is an ENOSPC error (HDF5 writing there itself can crash the process)
+    data = ds.to_netcdf(engine=ENGINE)
+    return atomic_write(path, lambda tmp: tmp.write_bytes(data))
 
 
 def read_result(path) -> xr.Dataset:

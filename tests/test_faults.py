@@ -513,3 +513,85 @@ def test_study_check_only_needs_the_data_of_the_cells_it_checks(tmp_path, capsys
     rc = main(["study", "check", "02_transformers_vs_s4", "--preset", "paper", "-p", "data_root",
                str(tmp_path / "data"), "--device", "cpu", "--only", "task=pathfindr"])
     assert rc == 2 and "matches none of its cells" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------- full disk, read-only folders
+
+def _in_own_mount_namespace(script: str, *args) -> subprocess.CompletedProcess:
+    """Run `script` as root of a new user + mount namespace, where it may mount a tmpfs of any
+    size (a real full disk, a real read-only file system) without touching the machine's mounts;
+    skips the test where the kernel does not allow unprivileged namespaces."""
+    probe = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "true"],
+                           capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"no user/mount namespaces here (unshare: {probe.stderr.strip()[:80]})")
+    return subprocess.run(["unshare", "--user", "--map-root-user", "--mount", sys.executable,
+                           "-c", textwrap.dedent(script), *map(str, args)],
+                          capture_output=True, text=True, timeout=600)
+
+
+DISK_FULL = '''
+import subprocess, sys
+from pathlib import Path
+mnt = Path(sys.argv[1])
+subprocess.run(["mount", "-t", "tmpfs", "-o", "size=400k", "tmpfs", str(mnt)], check=True)
+from spt.studies.quickstart import STUDY, SMOKE
+try:
+    STUDY.run(SMOKE, mnt, seeds=[0, 1])
+    print("NO ERROR")
+except Exception as e:
+    print("ERROR", type(e).__name__, "|", str(e))
+stamps = {p: p.stat().st_mtime_ns for p in mnt.rglob("*.nc")}
+print("FINISHED BEFORE", len(stamps))
+subprocess.run(["mount", "-o", "remount,size=16m", str(mnt)], check=True)  # space freed
+ds = STUDY.run(SMOKE, mnt, seeds=[0, 1])
+print("RESUMED", ds.test_accuracy.size, all(p.stat().st_mtime_ns == t for p, t in stamps.items()))
+print("LEFT", [p.name for p in mnt.rglob("*") if p.suffix in (".tmp", ".claim", ".lock")])
+'''
+
+
+def test_a_full_disk_is_one_line_and_the_rerun_resumes(tmp_path):
+    (tmp_path / "mnt").mkdir()
+    done = _in_own_mount_namespace(DISK_FULL, tmp_path / "mnt")
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = dict(line.split(" ", 1) for line in done.stdout.splitlines()
+                 if line.split(" ", 1)[0] in ("ERROR", "FINISHED", "RESUMED", "LEFT"))
+    error = lines["ERROR"]
+    assert error.startswith("DiskFullError | no space left on the device holding "), error
+    assert "nothing was half-written" in error and "rerun the same command to resume" in error
+    assert int(lines["FINISHED"].split()[-1]) >= 1  # the run got somewhere before the disk filled
+    assert lines["RESUMED"] == "4 True"  # every cell, the finished ones untouched
+    assert lines["LEFT"] == "[]"
+
+
+READ_ONLY = '''
+import subprocess, sys
+from pathlib import Path
+mnt = Path(sys.argv[1])
+subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mnt)], check=True)
+from spt.studies.quickstart import STUDY, SMOKE
+STUDY.run(SMOKE, mnt / "done", seeds=[0])
+subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True)
+ds = STUDY.run(SMOKE, mnt / "done", seeds=[0])  # finished results read from a read-only folder
+print("READ", ds.test_accuracy.size)
+try:
+    STUDY.run(SMOKE, mnt / "new", seeds=[0])
+except Exception as e:
+    print("ERROR", type(e).__name__, "|", str(e))
+cli = subprocess.run([sys.executable, "-m", "spt.cli", "study", "run", "03_explicit_priors",
+                      "--out", str(mnt / "cli")], capture_output=True, text=True)
+print("CLI", cli.returncode, "|", cli.stderr.strip().replace("\\n", " // "))
+'''
+
+
+def test_a_read_only_folder_is_one_line_before_any_work(tmp_path):
+    (tmp_path / "mnt").mkdir()
+    done = _in_own_mount_namespace(READ_ONLY, tmp_path / "mnt")
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = dict(line.split(" ", 1) for line in done.stdout.splitlines()
+                 if line.split(" ", 1)[0] in ("READ", "ERROR", "CLI"))
+    assert lines["READ"] == "2"
+    assert lines["ERROR"].startswith("NotWritableError | cannot write "), lines["ERROR"]
+    assert "not writable (Read-only file system)" in lines["ERROR"]
+    rc, err = lines["CLI"].split(" | ")
+    assert rc == "1" and " // " not in err and "Read-only file system" in err, err

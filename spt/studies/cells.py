@@ -31,6 +31,7 @@ import numpy as np
 import torch
 import xarray as xr
 
+from ..atomic import writable_dir
 from ..compat import LATER_TRAIN_FIELDS
 from ..config import EXECUTION_FIELDS
 from ..results import combine_results, read_result, run_config, write_result
@@ -237,6 +238,8 @@ def run_cells(study: str, cells: Sequence[Cell], out_dir, *, workers: int = 1,
 
     pending = unfinished(cells)
     n_todo = len(pending)
+    if pending:  # a read-only or full folder fails here, before any work (reading needs neither)
+        writable_dir(out_dir / study)
     log(f"{study}: {len(cells)} cells, {len(done)} already done, {n_todo} to run "
         f"(results in {out_dir / study})")
     run_root = out_dir / study / "runs"
@@ -270,6 +273,11 @@ def run_cells(study: str, cells: Sequence[Cell], out_dir, *, workers: int = 1,
                 done[c.key] = ds
                 log(f"  done {finished}/{n_todo}: {c.key}: {_headline(ds)} ({secs:.0f} s)")
             pending = unfinished([c for c in pending if c.key not in done])
+    except KeyboardInterrupt:
+        log(f"{study}: interrupted with {len(done)} of {len(cells)} cells done (kept in "
+            f"{out_dir / study}); rerun the same command to resume the others from their last "
+            f"checkpoints")
+        raise
     finally:
         slots.stop()
     return combine([done[c.key] for c in cells], dims)

@@ -5,6 +5,8 @@ import argparse
 import logging
 import sys
 
+from ..atomic import DiskFullError, NotWritableError
+
 
 def _value(text: str):
     """A -p value typed as YAML would: 3 -> int, 0.5 -> float, true -> bool, [0, 1] -> list."""
@@ -148,6 +150,10 @@ def cmd_check(args) -> int:
     return 0 if all(r.ok for r in results) else 1
 
 
+RESUME = ("finished cells and checkpoints are kept under --out; rerun the same command to "
+          "resume")
+
+
 def _guard(fn):
     def run(args) -> int:
         try:
@@ -155,10 +161,20 @@ def _guard(fn):
         except (FileNotFoundError, ValueError) as e:
             print(f"spt study: error: {e}", file=sys.stderr)
             return 2
+        except (DiskFullError, NotWritableError) as e:
+            print(f"spt study: error: {e}", file=sys.stderr)
+            return 1
         except Exception as e:  # papermill's execution error: the notebook says what failed
             if type(e).__name__ == "PapermillExecutionError":
+                if e.ename == "KeyboardInterrupt":
+                    print(f"spt study: interrupted; {RESUME}", file=sys.stderr)
+                    return 130
                 print(f"spt study: the notebook failed: {e.ename}: {e.evalue}\n(see the executed "
                       f"notebook under --out for the traceback)", file=sys.stderr)
+                return 1
+            if type(e).__name__ == "DeadKernelError":
+                print(f"spt study: the notebook's kernel died (killed, or out of memory?); "
+                      f"{RESUME}", file=sys.stderr)
                 return 1
             raise
     return run

@@ -160,6 +160,15 @@ PRESETS = {
         "the laptop preset with continuous pixel values (L1 pretraining) instead of tokens")),
 }
 
+def preset_of(setup: Setup) -> GridPreset:
+    """The GridPreset of a Setup: the named preset when it is one of SETUPS (so its note is
+    printed), else a "custom" one over six seeds."""
+    for name, known in SETUPS.items():
+        if setup == known:
+            return PRESETS[name]()
+    return grid(setup)
+
+
 NO_PAPER_PRESET = ("the quickstart has no paper preset: it stands in for Table 1's LRA Image row "
                    "(pixel tokens, a d=64 x 3 Transformer) on 8x8 digits; study "
                    "01_lra_transformers runs the paper's settings on LRA")
@@ -347,5 +356,5 @@ def describe_budgets(ds: xr.Dataset, setup: Setup) -> str:
 
 
 STUDY = Study(NAME, "The quickstart: SPT vs. scratch on 100 digits as pixel tokens, six seeds",
-              ("init", "seed"), PRESETS, summary_table, takes_models=True, preset_from=grid,
+              ("init", "seed"), PRESETS, summary_table, takes_models=True, preset_from=preset_of,
               finish=spt_pretraining_only, no_paper=NO_PAPER_PRESET)

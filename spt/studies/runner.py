@@ -26,6 +26,7 @@ import traceback
 from pathlib import Path
 from typing import Optional
 
+from ..atomic import writable_dir
 from .parameters import check_parameters, notebook_parameters  # noqa: F401  (public here)
 
 STUDY_PATTERN = re.compile(r"^(0[1-9]|[1-9][0-9])_[a-z0-9_]+$")
@@ -93,7 +94,7 @@ def run_study(name: str, out_dir, *, preset: Optional[str] = None, parameters: O
         params["preset"] = preset
     params["out_dir"] = str(out_dir)
     check_parameters(nb, params)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    writable_dir(out_dir)
     from .claims import release
     out_nb = executed_path(out_dir, nb.stem)
     try:

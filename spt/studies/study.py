@@ -25,6 +25,11 @@ from ..data.errors import DataMissingError
 from .cells import Cell, run_cells
 from .job import GridPreset
 
+# what a smoke preset's numbers mean, printed when one runs
+SMOKE_SAYS = ("  smoke preset: it checks that every stage runs, end to end, in seconds; its models are "
+              "too small and train too briefly to learn, so scores at chance (test accuracy 0.1 "
+              "on 10 classes) are expected. The laptop and paper presets measure.")
+
 
 def need_root(data_root, study: str) -> str:
     if not data_root:
@@ -186,7 +191,7 @@ class Study:
         finished cells (:func:`spt.studies.cells.run_cells`)."""
         p = self.preset(preset, data_root, tasks=tasks, models=models)
         check_data([e.task for e in p.entries], self.name)
-        print(f"{self.name} [{p.name}]: {p.note}")
+        print(f"{self.name} [{p.name}]: {p.note}" + (f"\n{SMOKE_SAYS}" if p.name == "smoke" else ""))
         ds = run_cells(self.name, preset_cells(p, seeds=seeds, device=device), out_dir,
                        workers=workers)
         return self.finish(ds) if self.finish is not None else ds
