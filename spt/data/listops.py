@@ -35,7 +35,7 @@ from .datasets import RaggedTokenDataset
 from .errors import DataFormatError, DataMissingError
 from .generated import GENERATED_MARK
 from .source_files import text_lines
-from .task import N_SPECIAL, Task, TaskSpec
+from .task import N_SPECIAL, Task, TaskSpec, no_examples_in, split_task
 
 OPERATORS = ("[MIN", "[MAX", "[MED", "[SM")
 END = "]"
@@ -156,7 +156,9 @@ def load_listops(root, seq_len: int = SEQ_LEN, folder: Optional[Path] = None) ->
     spec = TaskSpec(name="listops", seq_len=seq_len, num_classes=10, vocab_size=VOCAB_SIZE,
                     mask_ratio=0.1, description="LRA ListOps: evaluate nested MIN/MAX/MED/"
                     "SUM-mod-10 expressions (10 classes), symbol tokens, parentheses dropped")
-    return Task(spec, splits["train"], splits["val"], splits["test"])
+    return split_task(spec, splits, {s: no_examples_in(p) for s, p in paths.items()},
+                      f"rerun `spt data prepare listops --root {root or 'ROOT'}` (or `spt data "
+                      f"generate listops --root {root or 'ROOT'} --force` offline)")
 
 
 # ----------------------------------------------------------------------------------- generator

@@ -30,7 +30,7 @@ from .cache import cached_arrays
 from .datasets import PIXEL_VOCAB, pixel_splits
 from .errors import DataFormatError, DataMissingError
 from .fractions import split_indices
-from .task import Task, TaskSpec
+from .task import SPLITS, Task, TaskSpec, split_task, too_few_to_hold_out
 
 RESOLUTIONS = {"pathfinder": 32, "pathx": 128, "pathx256": 256}
 DIFFICULTY = "curv_contour_length_14"
@@ -136,7 +136,8 @@ def load_pathfinder(root, resolution: int = 32, difficulty: str = DIFFICULTY,
                                   build)
     if extra.get("skipped"):
         warnings.warn(f"pathfinder: skipped the known-empty release image(s) {extra['skipped']}")
-    parts = pathfinder_splits(len(arrays["labels"]))
+    n = len(arrays["labels"])
+    parts = pathfinder_splits(n)
     ds = pixel_splits(arrays["pixels"], arrays["labels"], parts, tokens, 127.5, 127.5)
     # tokens: an id per intensity; else v = pixel / 127.5 - 1, and CE pretraining predicts pixels
     kind = dict(vocab_size=PIXEL_VOCAB) if tokens else dict(d_input=1, levels=256)
@@ -144,4 +145,11 @@ def load_pathfinder(root, resolution: int = 32, difficulty: str = DIFFICULTY,
                     mask_ratio=0.5, description=f"LRA Pathfinder {resolution}x{resolution} "
                     f"({data_dir.name}): are the two markers on one dashed contour? "
                     "80/10/10 fixed-seed split")
-    return Task(spec, *ds)
+    listed = f"the images listed in {data_dir / 'metadata'}/*.npy"
+    why = {"train": f"{data_dir / 'metadata'}/*.npy list no images",
+           "val": too_few_to_hold_out(SPLIT[1], n, listed),
+           "test": too_few_to_hold_out(SPLIT[2], n, listed)}
+    return split_task(spec, dict(zip(SPLITS, ds)), why,
+                      f"rerun `spt data prepare {name} --root {root or 'ROOT'}` (or `spt data "
+                      f"generate pathfinder --resolution {resolution} --root {root or 'ROOT'} "
+                      f"--force` offline)")

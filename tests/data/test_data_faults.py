@@ -1,0 +1,149 @@
+"""Faulty data as users get it: empty splits, sequences of length 0, a changed Pathfinder image
+behind an existing cache, a read-only data folder, and out-of-range `spt data generate` arguments.
+Each fault must end in one line that names the file (or flag) and the fix."""
+import re
+import shutil
+import wave
+
+import pyarrow.parquet as pq
+import pytest
+from official_formats import imdb_hub, parquet
+
+from spt.data.cli import main
+from spt.data.errors import DataFormatError
+from spt.data.fixtures import write_fixtures
+from spt.data.registry import TASK_DIRS, load_task
+
+FIXTURE_TASKS = ("listops", "text", "retrieval", "image", "pathfinder", "speech", "bidmc")
+
+
+@pytest.fixture(scope="module")
+def fixture_root(tmp_path_factory):
+    """Official-format fixtures of the tasks above, written once; tests copy what they change."""
+    root = tmp_path_factory.mktemp("fixtures")
+    write_fixtures(root, FIXTURE_TASKS)
+    return root
+
+
+@pytest.fixture
+def root_of(fixture_root, tmp_path):
+    """root_of(task) -> a fresh data root holding a copy of that task's fixture."""
+    def copy(task):
+        shutil.copytree(fixture_root / TASK_DIRS[task], tmp_path / TASK_DIRS[task])
+        return tmp_path
+    return copy
+
+
+# ------------------------------------------------------------------------------ empty splits
+
+def _header_only(path):
+    path.write_text("Source\tTarget\n")
+
+
+def _no_rows(path):  # a parquet file of 0 rows, with the columns and schema of the real one
+    pq.write_table(pq.read_table(path).slice(0, 0), path)
+
+
+def _keep_images(n):
+    def cut(d):
+        lines = [ln for f in sorted((d / "metadata").glob("*.npy"))
+                 for ln in f.read_text().splitlines(keepends=True)]
+        for f in (d / "metadata").glob("*.npy"):
+            f.write_text("")
+        (d / "metadata" / "0.npy").write_text("".join(lines[:n]))
+    return cut
+
+
+def _keep_ts_rows(n):
+    def cut(path):
+        lines = path.read_text().splitlines(keepends=True)
+        start = next(i for i, ln in enumerate(lines) if ln.strip().lower() == "@data") + 1
+        path.write_text("".join(lines[:start + n]))
+    return cut
+
+
+# task, the file (relative to the task folder) and how a user ends up with it, the split, the
+# words the message must hold
+EMPTY_SPLITS = {
+    "listops-val-header-only": ("listops", "basic_val.tsv", _header_only, "val",
+                                ["basic_val.tsv holds no examples"]),
+    "listops-val-empty-file": ("listops", "basic_val.tsv", lambda p: p.write_bytes(b""), "val",
+                               ["basic_val.tsv holds no examples"]),
+    "retrieval-eval-empty-file": ("retrieval", "new_aan_pairs.eval.tsv",
+                                  lambda p: p.write_bytes(b""), "val",
+                                  ["new_aan_pairs.eval.tsv holds no examples"]),
+    "text-test-parquet-0-rows": ("text", "plain_text/test-00000-of-00001.parquet", _no_rows,
+                                 "test", ["test-00000-of-00001.parquet holds no examples"]),
+    "text-train-parquet-0-rows": ("text", "plain_text/train-00000-of-00001.parquet", _no_rows,
+                                  "train", ["train-00000-of-00001.parquet holds no examples"]),
+    "image-test-parquet-0-rows": ("image", "plain_text/test-00000-of-00001.parquet", _no_rows,
+                                  "test", ["test-00000-of-00001.parquet holds no examples"]),
+    "pathfinder-5-images": ("pathfinder", ".", _keep_images(5), "val",
+                            ["metadata/*.npy", "cut of 5 examples", "at least 10 are needed"]),
+    "pathfinder-no-images": ("pathfinder", ".", _keep_images(0), "train",
+                             ["metadata/*.npy list no images"]),
+    "speech-empty-validation-list": ("speech", "validation_list.txt",
+                                     lambda p: p.write_text(""), "val",
+                                     ["validation_list.txt lists no clips"]),
+    "bidmc-2-training-rows": ("bidmc", "BIDMC32HR_TRAIN.ts", _keep_ts_rows(2), "val",
+                              ["BIDMC32HR_TRAIN.ts", "cut of 2 examples", "at least 7"]),
+}
+
+
+@pytest.mark.parametrize("case", EMPTY_SPLITS)
+def test_an_empty_split_is_an_error_naming_task_split_file_and_fix(root_of, case):
+    task, rel, damage, split, words = EMPTY_SPLITS[case]
+    root = root_of(task)
+    damage(root / TASK_DIRS[task] / rel)
+    with pytest.raises(DataFormatError) as err:
+        load_task(task, root)
+    msg = str(err.value)
+    assert msg.startswith(f"task {task!r}: the {split} split is empty (0 examples): ")
+    assert all(w in msg for w in words), msg
+    assert f"spt data prepare {task} --root {root}" in msg and "\n" not in msg
+
+
+def test_info_exits_1_with_one_line_on_an_empty_val_file_or_parquet(root_of, capsys):
+    root = root_of("listops")
+    _header_only(root / TASK_DIRS["listops"] / "basic_val.tsv")
+    assert main(["data", "info", "listops", "--root", str(root)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("error: task 'listops': the val split is empty")
+    assert "basic_val.tsv" in captured.err and captured.err.count("\n") == 1
+    root = root_of("text")
+    _no_rows(root / "imdb/plain_text/test-00000-of-00001.parquet")
+    assert main(["data", "info", "text", "--root", str(root), "--json"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: task 'text': the test split is empty")
+    assert "test-00000-of-00001.parquet" in err and err.count("\n") == 1
+
+
+def test_an_empty_review_is_an_error_naming_file_and_record(tmp_path):
+    imdb_hub(tmp_path)
+    p = parquet(tmp_path / "imdb/plain_text/test-00000-of-00001.parquet",
+                {"text": ["fine", "", "good"], "label": [0, 1, 1]})
+    with pytest.raises(DataFormatError,
+                       match=rf"^{re.escape(str(p))}: record 1: the review is empty \(0 bytes"):
+        load_task("text", tmp_path)
+
+
+def test_a_wav_of_no_samples_is_an_error_naming_the_clip(root_of):
+    root = root_of("speech")
+    clip = sorted((root / "speech_commands" / "yes").glob("*.wav"))[0]
+    with wave.open(str(clip), "wb") as w:  # what a failed conversion leaves: a header, no frames
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(16000)
+    with pytest.raises(DataFormatError, match=rf"^{re.escape(str(clip))}: the clip holds no"):
+        load_task("speech", root)
+
+
+def test_an_aan_pair_of_two_empty_documents_is_an_error(root_of):
+    root = root_of("retrieval")
+    p = root / TASK_DIRS["retrieval"] / "new_aan_pairs.test.tsv"
+    with open(p, "a") as f:
+        f.write("1\tP01-1\tW02-2\t\t\n")
+    n = len(p.read_text().splitlines())
+    with pytest.raises(DataFormatError, match=rf"^{re.escape(str(p))}:{n}: both documents"):
+        load_task("retrieval", root)
