@@ -5,6 +5,7 @@ import re
 import shutil
 import wave
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from official_formats import imdb_hub, parquet
@@ -147,3 +148,30 @@ def test_an_aan_pair_of_two_empty_documents_is_an_error(root_of):
     n = len(p.read_text().splitlines())
     with pytest.raises(DataFormatError, match=rf"^{re.escape(str(p))}:{n}: both documents"):
         load_task("retrieval", root)
+
+
+# ------------------------------------------------------------- Pathfinder cache and its images
+
+def _all_items(task):
+    return [ds[i]["inputs"] for ds in (task.train, task.val, task.test) for i in range(len(ds))]
+
+
+def test_a_replaced_or_truncated_png_behind_the_cache_is_seen(root_of):
+    from official_formats import png_bytes
+
+    root = root_of("pathfinder")
+    d = root / TASK_DIRS["pathfinder"]
+    task = load_task("pathfinder", root)  # builds the cache
+    assert not any(bool((x == 1.0).all()) for x in _all_items(task))
+    png = d / "imgs" / "0" / "sample_3.png"
+    white = png_bytes(np.full((32, 32), 255, np.uint8))
+    assert len(white) != png.stat().st_size
+    png.write_bytes(white)  # replaced by another image: the next load reads the new pixels
+    task = load_task("pathfinder", root)
+    assert sum(bool((x == 1.0).all()) for x in _all_items(task)) == 1
+    png.write_bytes(white[: len(white) // 2])  # truncated: the next load names it
+    with pytest.raises(DataFormatError, match=r"sample_3.png \(0.npy:4\): cannot decode"):
+        load_task("pathfinder", root)
+    png.unlink()  # gone: named too
+    with pytest.raises(DataFormatError, match=r"sample_3.png \(0.npy:4\): cannot read"):
+        load_task("pathfinder", root)
