@@ -1,9 +1,13 @@
 """Faulty data as users get it: empty splits, sequences of length 0, a changed Pathfinder image
 behind an existing cache, a read-only data folder, and out-of-range `spt data generate` arguments.
 Each fault must end in one line that names the file (or flag) and the fix."""
+import os
 import re
 import shutil
+import tempfile
+import warnings
 import wave
+from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -175,3 +179,63 @@ def test_a_replaced_or_truncated_png_behind_the_cache_is_seen(root_of):
     png.unlink()  # gone: named too
     with pytest.raises(DataFormatError, match=r"sample_3.png \(0.npy:4\): cannot read"):
         load_task("pathfinder", root)
+
+
+# ------------------------------------------------------------------- a read-only data folder
+
+def test_a_read_only_data_folder_caches_in_one_stable_place_said_once(root_of, tmp_path,
+                                                                      monkeypatch):
+    from spt.data import cache
+
+    root = root_of("listops")
+    data = root / TASK_DIRS["listops"]
+    home, tmp = tmp_path / "home", tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("SPT_CACHE_DIR", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))  # where a throwaway folder would go
+    os.chmod(data, 0o555)
+    try:
+        if os.access(data, os.W_OK):
+            # running as root: the mode bits do not stop writes, so the folder is made read-only
+            # for the cache through the check it uses
+            monkeypatch.setattr(cache, "_writable",
+                                lambda folder: not Path(folder).resolve().is_relative_to(
+                                    data.resolve()))
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            first = load_task("listops", root)
+            places = sorted((home / ".cache" / "spt").iterdir())
+            meta = places[0] / "listops-L2048" / "meta.json"
+            built = meta.stat().st_mtime_ns
+            again = load_task("listops", root)
+        notes = [str(w.message) for w in said if "not writable" in str(w.message)]
+        assert len(places) == 1 and places[0].name.startswith("listops-1000-")
+        assert meta.stat().st_mtime_ns == built  # reused, not rebuilt
+        assert notes == [f"{data} is not writable: caching its decoded arrays in {places[0]} "
+                         f"(set SPT_CACHE_DIR to choose the place)"]
+        assert len(first.train) == len(again.train) == 4
+        assert not (data / ".spt_cache").exists() and list(tmp.iterdir()) == []
+        monkeypatch.setenv("SPT_CACHE_DIR", str(tmp_path / "elsewhere"))
+        with pytest.warns(UserWarning, match=re.escape(f"arrays in {tmp_path / 'elsewhere'}/")):
+            load_task("listops", root)
+        assert [p.name for p in (tmp_path / "elsewhere").iterdir()] == [places[0].name]
+    finally:
+        os.chmod(data, 0o755)
+
+
+def test_no_writable_place_for_a_cache_is_one_line_naming_both(root_of, tmp_path, monkeypatch,
+                                                               capsys):
+    from spt.data import cache
+
+    root = root_of("listops")
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("")  # SPT_CACHE_DIR names a file: no folder can be made there
+    monkeypatch.setenv("SPT_CACHE_DIR", str(blocked))
+    monkeypatch.setattr(cache, "_writable", lambda folder: False)  # the data folder: read-only
+    assert main(["data", "info", "listops", "--root", str(root)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: cannot cache the arrays decoded from {root / TASK_DIRS['listops']}"
+                          f": it is not writable and neither is {blocked}/listops-1000-")
+    assert err.rstrip().endswith("set SPT_CACHE_DIR to a writable folder") and err.count("\n") == 1
