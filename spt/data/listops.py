@@ -198,6 +198,23 @@ def _tree(rng: random.Random, depth: int, max_depth: int, max_args: int, budget:
     return source, evaluate(op, values), n
 
 
+# The fewest symbols of an expression with an operator: "[OP a b ]" (two digit arguments).
+SMALLEST_EXPRESSION = 4
+# Draws in a row that may give no new expression before generation gives up. With the release's
+# knobs about 8% of draws are kept, so a run of 100,000 misses means the knobs (lengths, depth,
+# arguments) admit too few distinct expressions for the number asked.
+MAX_MISSES = 100_000
+
+
+def longest_expression(max_depth: int, max_args: int) -> int:
+    """The most symbols a generated expression can have: operators down to `max_depth`, each with
+    `max_args` arguments (the root is at depth 1; depth max_depth holds digits only)."""
+    length, cap = 1, 10 ** 9
+    for _ in range(max(max_depth - 1, 0)):
+        length = min(2 + max_args * length, cap)
+    return length
+
+
 def generate_listops(n: int, rng: random.Random, max_depth: int = 10, max_args: int = 10,
                      min_length: int = 500, max_length: int = 2000,
                      exclude: Optional[set] = None) -> list[tuple[str, int]]:
@@ -205,15 +222,25 @@ def generate_listops(n: int, rng: random.Random, max_depth: int = 10, max_args: 
 
     Defaults are the release's (``max_depth=10, max_args=10, 500 < length < 2000``).
     `exclude`: sources already used (e.g. by other splits); updated in place.
+    Raises ValueError when the knobs leave no length, or once MAX_MISSES draws in a row give no
+    new expression (the knobs admit too few distinct ones).
     """
     if not 1 <= min_length + 1 < max_length:
         raise ValueError(f"need 0 <= min_length < max_length - 1, got {min_length}, {max_length}")
     seen = exclude if exclude is not None else set()
-    out = []
+    out, misses = [], 0
     while len(out) < n:
         t = _tree(rng, 1, max_depth, max_args, max_length - 1)
         if t is None or not min_length < t[2] < max_length or t[0] in seen:
+            misses += 1
+            if misses >= MAX_MISSES:
+                raise ValueError(
+                    f"ListOps generator: found {len(out)} of {n} distinct expressions, then "
+                    f"{MAX_MISSES:,} draws in a row gave no new one with {min_length} < symbols < "
+                    f"{max_length} (max_depth {max_depth}, max_args {max_args}); widen the "
+                    f"length range, raise max_depth / max_args, or ask for fewer examples")
             continue
+        misses = 0
         seen.add(t[0])
         out.append((t[0], t[1]))
     return out

@@ -239,3 +239,103 @@ def test_no_writable_place_for_a_cache_is_one_line_naming_both(root_of, tmp_path
     assert err.startswith(f"error: cannot cache the arrays decoded from {root / TASK_DIRS['listops']}"
                           f": it is not writable and neither is {blocked}/listops-1000-")
     assert err.rstrip().endswith("set SPT_CACHE_DIR to a writable folder") and err.count("\n") == 1
+
+
+# ------------------------------------------------------------ `spt data generate` arguments
+
+def _usage_error(capsys, argv) -> str:
+    """The one error line argparse prints for `argv` (exit code 2), checked to be one line."""
+    with pytest.raises(SystemExit) as out:
+        main(argv)
+    assert out.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[0].startswith("usage: ") and sum(": error: " in ln for ln in err) == 1
+    return err[-1]
+
+
+BAD_ARGUMENTS = {  # argv after `data generate`, then what the error line must say
+    "n-train-negative": (["listops", "--n-train", "-3"],
+                         "argument --n-train: must be >= 1, got -3: every split needs examples"),
+    "n-val-zero": (["listops", "--n-val", "0"], "argument --n-val: must be >= 1, got 0"),
+    "max-length-below-min-length": (
+        ["listops", "--max-length", "5"],
+        "--max-length 5 leaves no length: an expression needs --min-length 500 < symbols < "
+        "--max-length, so --max-length must be at least 502"),
+    "max-length-below-smallest-expression": (
+        ["listops", "--min-length", "0", "--max-length", "4"],
+        "argument --max-length: must be in 5..2049, got 4: symbols, exclusive: the smallest "
+        "expression, [OP a b ], has 4 symbols"),
+    "max-length-beyond-reader": (["listops", "--max-length", "3000"],
+                                 "argument --max-length: must be in 5..2049, got 3000"),
+    "max-args-1": (["listops", "--max-args", "1"],
+                   "argument --max-args: must be >= 2, got 1: an operator takes 2"),
+    "max-depth-1": (["listops", "--max-depth", "1"], "argument --max-depth: must be >= 2, got 1"),
+    "min-length-unreachable": (
+        ["listops", "--max-depth", "2", "--min-length", "100", "--max-length", "200"],
+        "--min-length 100 cannot be met: with --max-depth 2 and --max-args 10 the longest "
+        "expression has 12 symbols"),
+    "not-an-integer": (["listops", "--n-test", "ten"],
+                       "argument --n-test: expected an integer, got 'ten'"),
+    "pathfinder-too-few-images": (["pathfinder", "--n-images", "5"],
+                                  "argument --n-images: must be >= 10, got 5: the reader's "
+                                  "80/10/10 split needs 10 images"),
+    "pathfinder-negative-seed": (["pathfinder", "--seed", "-1"],
+                                 "argument --seed: must be >= 0, got -1"),
+    "pathfinder-no-dashes": (["pathfinder", "--contour-length", "0"],
+                             "argument --contour-length: must be >= 1, got 0"),
+    "pathfinder-negative-distractors": (["pathfinder", "--n-distractors", "-1"],
+                                        "argument --n-distractors: must be >= 0, got -1"),
+    "pathfinder-zero-paddle": (["pathfinder", "--paddle-length", "0"],
+                               "argument --paddle-length: must be > 0, got 0"),
+    "pathfinder-nan-thickness": (["pathfinder", "--paddle-thickness", "nan"],
+                                 "argument --paddle-thickness: must be > 0, got nan"),
+    "pathfinder-negative-margin": (["pathfinder", "--paddle-margin", "-0.5"],
+                                   "argument --paddle-margin: must be >= 0, got -0.5"),
+    "pathfinder-continuity": (["pathfinder", "--continuity", "200"],
+                              "argument --continuity: must be in 0..180, got 200"),
+    "pathfinder-marker": (["pathfinder", "--marker-radius", "-1"],
+                          "argument --marker-radius: must be > 0, got -1"),
+}
+
+
+# small sizes first (the argument under test, given later, wins), so that a check that lets a bad
+# value through ends quickly instead of generating the default 100,000 examples
+SMALL = {"listops": ["--n-train", "2", "--n-val", "2", "--n-test", "2"],
+         "pathfinder": ["--n-images", "10"]}
+
+
+@pytest.mark.parametrize("case", BAD_ARGUMENTS)
+def test_generate_refuses_an_out_of_range_argument_at_parse_time(tmp_path, capsys, case):
+    argv, says = BAD_ARGUMENTS[case]
+    line = _usage_error(capsys, ["data", "generate", argv[0], "--root", str(tmp_path / "r"),
+                                 *SMALL[argv[0]], *argv[1:]])
+    assert line.startswith(f"spt data generate {argv[0]}: error: ") and says in line, line
+    assert not (tmp_path / "r").exists()  # nothing written
+
+
+def test_fixtures_refuses_a_negative_seed(tmp_path, capsys):
+    line = _usage_error(capsys, ["data", "fixtures", str(tmp_path / "fx"), "--seed", "-2"])
+    assert "argument --seed: must be >= 0, got -2" in line
+    assert not (tmp_path / "fx").exists()
+
+
+def test_listops_knobs_with_too_few_expressions_end_in_one_line(tmp_path, capsys):
+    # only the 400 expressions "[OP a b ]" have 3 < symbols < 5: 500 can never be found
+    argv = ["data", "generate", "listops", "--root", str(tmp_path), "--n-train", "500",
+            "--n-val", "1", "--n-test", "1", "--min-length", "3", "--max-length", "5",
+            "--max-depth", "2", "--max-args", "2"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ListOps generator: found 400 of 500 distinct expressions")
+    assert "ask for fewer examples" in err and err.count("\n") == 1
+    assert not (tmp_path / "lra_release").exists()
+
+
+def test_data_help_describes_the_commands_for_a_user(capsys):
+    with pytest.raises(SystemExit) as out:
+        main(["data", "--help"])
+    assert out.value.code == 0
+    text = capsys.readouterr().out
+    assert "argparse" not in text and "registered" not in text
+    for words in ("`prepare` downloads", "`info` reads", "`generate` writes", "`fixtures` writes"):
+        assert words in " ".join(text.split()), words
