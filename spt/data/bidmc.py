@@ -26,7 +26,7 @@ from .cache import cached_arrays
 from .digits import TensorSequenceDataset
 from .errors import DataFormatError, DataMissingError
 from .fractions import holdout_splits
-from .task import Task, TaskSpec
+from .task import SPLITS, Task, TaskSpec, no_examples_in, split_task, too_few_to_hold_out
 
 TARGETS = ("RR", "HR", "SpO2")
 BIDMC_DIR = Path("bidmc")
@@ -102,7 +102,8 @@ def read_ts(path: Path) -> tuple[np.ndarray, np.ndarray]:
             rows.append(np.stack(values, 1))
             targets.append(y)
     if not rows:
-        raise DataFormatError(f"{path}: no @data rows")
+        raise DataFormatError(f"{path}: no @data rows (the file is empty or cut short); fetch it "
+                              f"again (`spt data prepare bidmc`)")
     return np.stack(rows), np.asarray(targets)
 
 
@@ -143,7 +144,10 @@ def load_bidmc(root, target: str = "HR", folder: Optional[Path] = None) -> Task:
     y = torch.from_numpy(scaler(np.asarray(arrays["y"], np.float64)).astype(np.float32))
     parts = bidmc_splits(extra["n_train"], len(y) - extra["n_train"])
     ds = [RegressionDataset(x[torch.from_numpy(i)], y[torch.from_numpy(i)], scaler) for i in parts]
+    why = {"train": no_examples_in(files["train"]), "test": no_examples_in(files["test"]),
+           "val": too_few_to_hold_out(VAL_FRACTION, extra["n_train"], f"the rows of {files['train']}")}
     spec = TaskSpec(name="bidmc", seq_len=x.shape[1], num_classes=None, d_input=x.shape[2],
                     mask_ratio=0.25, description=f"BIDMC32{target}: regress {target} from "
                     f"{x.shape[1]} steps of PPG + ECG; labels scaled to [-1, 1] on train")
-    return Task(spec, *ds)
+    return split_task(spec, dict(zip(SPLITS, ds)), why,
+                      f"rerun `spt data prepare bidmc --root {root or 'ROOT'}`")

@@ -1,5 +1,5 @@
-"""`spt data prepare | info | generate | fixtures`: the data commands, registered on argparse
-subparsers.
+"""`spt data prepare | info | generate | fixtures`: the data commands (:func:`add_data_commands`
+adds them to the `spt` parser).
 
     spt data prepare listops --root data            # download + unpack + verify
     spt data info pathx --root data --json          # one JSON object: splits, seq_len, ...
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -23,6 +24,13 @@ from .prepare import PrepareError
 from .registry import TASK_NAMES
 
 ACTIONABLE = (DataError, PrepareError, FileExistsError)
+
+DESCRIPTION = (
+    "Get, inspect and make the data of the paper's tasks, under a data root folder (--root). "
+    "`prepare` downloads a task's official files, unpacks and checks them; `info` reads a task "
+    "and prints its splits, sequence length and classes; `generate` writes synthetic ListOps or "
+    "Pathfinder data in the official layout (offline); `fixtures` writes a tiny copy of every "
+    "task for offline checks.")
 
 
 def _loader_options(args) -> dict:
@@ -82,10 +90,14 @@ def cmd_generate_listops(args) -> int:
     from .listops import FOLDER, write_listops
 
     t0 = time.time()
-    counts = write_listops(Path(args.root) / FOLDER, args.n_train, args.n_val, args.n_test,
-                           seed=args.seed, force=args.force, max_depth=args.max_depth,
-                           max_args=args.max_args, min_length=args.min_length,
-                           max_length=args.max_length)
+    try:
+        counts = write_listops(Path(args.root) / FOLDER, args.n_train, args.n_val, args.n_test,
+                               seed=args.seed, force=args.force, max_depth=args.max_depth,
+                               max_args=args.max_args, min_length=args.min_length,
+                               max_length=args.max_length)
+    except ValueError as e:  # knobs that admit too few distinct expressions
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     print(f"wrote {Path(args.root) / FOLDER}: " + ", ".join(f"{k} {v}" for k, v in counts.items())
           + f" ({time.time() - t0:.0f} s)")
     return 0
@@ -153,10 +165,123 @@ def cmd_fixtures(args) -> int:
     return 0
 
 
+# ------------------------------------------------------------------ argument checks
+# Each numeric argument is checked as it is parsed (argparse: exit code 2, one line naming the
+# flag, its range and why); the checks between arguments run right after parsing, before any
+# work, through the same parser.
+
+def _number(kind: type, lo=None, hi=None, why: str = "", lo_open: bool = False):
+    """An argparse type: a finite `kind` (int or float) in [lo, hi] ((lo, hi] if lo_open)."""
+    if lo is not None and hi is not None:
+        allowed = f"in ({lo}, {hi}]" if lo_open else f"in {lo}..{hi}"
+    elif lo is not None:
+        allowed = f"> {lo}" if lo_open else f">= {lo}"
+    else:
+        allowed = f"<= {hi}"
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}"
+                                             f", got {text!r}") from None
+        ok = math.isfinite(value) and (lo is None or (value > lo if lo_open else value >= lo)) \
+            and (hi is None or value <= hi)
+        if not ok:
+            raise argparse.ArgumentTypeError(f"must be {allowed}, got {text}: {why}")
+        return value
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def _checked(parser: argparse.ArgumentParser, conflict, fn):
+    """`fn` run after `conflict(args)` (a message, or None) has found no clash between arguments;
+    a clash is reported by `parser` as a usage error (exit code 2)."""
+    def run(args) -> int:
+        problem = conflict(args)
+        if problem:
+            parser.error(problem)
+        return fn(args)
+    run.__doc__ = fn.__doc__
+    return run
+
+
+def _listops_conflict(args):
+    """Why the ListOps lengths, depth and arguments admit no expression, or None."""
+    from .listops import longest_expression
+
+    if args.max_length <= args.min_length + 1:
+        return (f"--max-length {args.max_length} leaves no length: an expression needs "
+                f"--min-length {args.min_length} < symbols < --max-length, so --max-length must "
+                f"be at least {args.min_length + 2} (or lower --min-length)")
+    longest = longest_expression(args.max_depth, args.max_args)
+    if longest <= args.min_length:
+        return (f"--min-length {args.min_length} cannot be met: with --max-depth {args.max_depth} "
+                f"and --max-args {args.max_args} the longest expression has {longest} symbols; "
+                f"raise --max-depth or --max-args, or lower --min-length")
+    return None
+
+
+def _add_listops_generator(gsub) -> None:
+    from .listops import SEQ_LEN, SMALLEST_EXPRESSION
+
+    g = gsub.add_parser("listops", help="ListOps TSVs with the release's semantics")
+    g.add_argument("--root", required=True, type=Path)
+    split = _number(int, 1, why="every split needs examples (an empty split cannot be read)")
+    g.add_argument("--n-train", type=split, default=96000)
+    g.add_argument("--n-val", type=split, default=2000)
+    g.add_argument("--n-test", type=split, default=2000)
+    g.add_argument("--max-depth", type=_number(int, 2, why="the root is depth 1 and operators "
+                   "need their arguments one level deeper; at 1 every expression is one digit"),
+                   default=10)
+    g.add_argument("--max-args", type=_number(int, 2, why="an operator takes 2 to --max-args "
+                   "arguments"), default=10)
+    g.add_argument("--min-length", type=_number(int, 0, SEQ_LEN - 1, why="symbols, exclusive; "
+                   f"the reader takes up to {SEQ_LEN}"), default=500, help="symbols, exclusive")
+    g.add_argument("--max-length", type=_number(
+        int, SMALLEST_EXPRESSION + 1, SEQ_LEN + 1, why=f"symbols, exclusive: the smallest "
+        f"expression, [OP a b ], has {SMALLEST_EXPRESSION} symbols, and ListOps is read with "
+        f"seq_len {SEQ_LEN}, so a longer one would not load"), default=2000,
+        help="symbols, exclusive")
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--force", action="store_true", help="replace existing files")
+    g.set_defaults(func=_checked(g, _listops_conflict, cmd_generate_listops))
+
+
+def _add_pathfinder_generator(gsub) -> None:
+    from .pathfinder import SPLIT
+
+    g = gsub.add_parser("pathfinder", help="Pathfinder PNGs + metadata (release layout)")
+    g.add_argument("--root", required=True, type=Path)
+    g.add_argument("--resolution", type=int, choices=(32, 64, 128, 256), default=32)
+    fewest = round(1 / min(SPLIT))
+    g.add_argument("--n-images", type=_number(int, fewest, why=f"the reader's 80/10/10 split "
+                   f"needs {fewest} images for one in each of val and test"), default=10000)
+    dashes = _number(int, 1, why="a contour is drawn as dashes, at least one")
+    g.add_argument("--contour-length", type=dashes, default=14, help="dashes per contour")
+    g.add_argument("--distractor-length", type=dashes, help="dashes per distractor (contour/3)")
+    g.add_argument("--n-distractors", type=_number(int, 0, why="a count"), default=10)
+    g.add_argument("--paddle-length", type=_number(float, 0, why="a dash must have a length",
+                   lo_open=True), help="dash length in px (0.04 R)")
+    g.add_argument("--paddle-margin", type=_number(float, 0, why="a gap cannot be negative"),
+                   help="gap between dashes in px (0.02 R)")
+    g.add_argument("--paddle-thickness", type=_number(float, 0, why="a line must have a width",
+                   lo_open=True), help="line width in px (max(1, R/48))")
+    g.add_argument("--continuity", type=_number(float, 0, 180, why="the largest turn between "
+                   "two dashes, in degrees"), default=30.0, help="max turn per dash, degrees")
+    g.add_argument("--marker-radius", type=_number(float, 0, why="a marker must be visible",
+                   lo_open=True), help="px (max(1.2, 0.04 R))")
+    g.add_argument("--difficulty", help="folder name (curv_contour_length_<contour-length>)")
+    g.add_argument("--seed", type=_number(int, 0, why="numpy's random generator takes "
+                   "non-negative seeds"), default=0)
+    g.add_argument("--force", action="store_true", help="replace an existing folder")
+    g.set_defaults(func=cmd_generate_pathfinder)
+
+
 def add_data_commands(subparsers) -> argparse.ArgumentParser:
     """Register ``data {prepare,info,generate,fixtures}`` on `subparsers`; returns ``data``."""
     data = subparsers.add_parser("data", help="get, inspect or generate task data",
-                                 description=__doc__.split("\n\n")[0])
+                                 description=DESCRIPTION)
     sub = data.add_subparsers(dest="data_command", required=True)
 
     def task_parser(name, help_):
@@ -178,35 +303,8 @@ def add_data_commands(subparsers) -> argparse.ArgumentParser:
 
     gen = sub.add_parser("generate", help="write synthetic data in the official formats")
     gsub = gen.add_subparsers(dest="generator", required=True)
-    g = gsub.add_parser("listops", help="ListOps TSVs with the release's semantics")
-    g.add_argument("--root", required=True, type=Path)
-    g.add_argument("--n-train", type=int, default=96000)
-    g.add_argument("--n-val", type=int, default=2000)
-    g.add_argument("--n-test", type=int, default=2000)
-    g.add_argument("--max-depth", type=int, default=10)
-    g.add_argument("--max-args", type=int, default=10)
-    g.add_argument("--min-length", type=int, default=500, help="symbols, exclusive")
-    g.add_argument("--max-length", type=int, default=2000, help="symbols, exclusive")
-    g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--force", action="store_true", help="replace existing files")
-    g.set_defaults(func=cmd_generate_listops)
-
-    g = gsub.add_parser("pathfinder", help="Pathfinder PNGs + metadata (release layout)")
-    g.add_argument("--root", required=True, type=Path)
-    g.add_argument("--resolution", type=int, choices=(32, 64, 128, 256), default=32)
-    g.add_argument("--n-images", type=int, default=10000)
-    g.add_argument("--contour-length", type=int, default=14, help="dashes per contour")
-    g.add_argument("--distractor-length", type=int, help="dashes per distractor (contour/3)")
-    g.add_argument("--n-distractors", type=int, default=10)
-    g.add_argument("--paddle-length", type=float, help="dash length in px (0.04 R)")
-    g.add_argument("--paddle-margin", type=float, help="gap between dashes in px (0.02 R)")
-    g.add_argument("--paddle-thickness", type=float, help="line width in px (max(1, R/48))")
-    g.add_argument("--continuity", type=float, default=30.0, help="max turn per dash, degrees")
-    g.add_argument("--marker-radius", type=float, help="px (max(1.2, 0.04 R))")
-    g.add_argument("--difficulty", help="folder name (curv_contour_length_<contour-length>)")
-    g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--force", action="store_true", help="replace an existing folder")
-    g.set_defaults(func=cmd_generate_pathfinder)
+    _add_listops_generator(gsub)
+    _add_pathfinder_generator(gsub)
 
     p = sub.add_parser("fixtures", help="tiny official-format data for every task (offline)",
                        description="Write a handful of examples per split for each task, in the "
@@ -215,7 +313,8 @@ def add_data_commands(subparsers) -> argparse.ArgumentParser:
                        "splits and longest sequence.")
     p.add_argument("dir", type=Path, metavar="DIR", help="data root to write into")
     p.add_argument("--tasks", help=f"comma-separated subset of {','.join(TASK_NAMES)} (all)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=_number(int, 0, why="numpy's random generator takes "
+                   "non-negative seeds"), default=0)
     p.set_defaults(func=cmd_fixtures)
     return data
 

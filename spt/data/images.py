@@ -29,7 +29,7 @@ from .datasets import PIXEL_VOCAB, pixel_splits
 from .errors import DataFormatError, DataMissingError
 from .fractions import holdout_splits
 from .source_files import iter_parquet
-from .task import Task, TaskSpec
+from .task import SPLITS, Task, TaskSpec, no_examples_in, split_task, too_few_to_hold_out
 
 CIFAR_DIR = Path("cifar10")
 SIDE = 32
@@ -93,7 +93,7 @@ def _cifar_arrays(root, folder: Optional[Path]):
 
     arrays, extra = cached_arrays(data_dir, "cifar10", FORMAT_VERSION,
                                   [p for fs in files.values() for p in fs], build)
-    return arrays, extra
+    return arrays, extra, files
 
 
 def channel_stats(x: np.ndarray, chunk: int = 4096) -> dict:
@@ -130,9 +130,10 @@ def load_cifar(root, rgb: bool, folder: Optional[Path] = None, tokens: bool = Fa
     if rgb and tokens:
         raise ValueError("tokens=True is for grayscale CIFAR-10 (task 'image'); sCIFAR's RGB "
                          "pixels are standardised values")
-    arrays, extra = _cifar_arrays(root, folder)
+    arrays, extra, files = _cifar_arrays(root, folder)
     key = "rgb" if rgb else "gray"
-    parts = cifar_splits(extra["counts"]["train"], extra["counts"]["test"])
+    n_train = extra["counts"]["train"]
+    parts = cifar_splits(n_train, extra["counts"]["test"])
     mean = np.asarray(extra["stats"][key]["mean"]) * 255.0
     std = np.maximum(np.asarray(extra["stats"][key]["std"]) * 255.0, 1e-3)
     ds = pixel_splits(arrays[key], arrays["labels"], parts, tokens, mean, std)
@@ -148,7 +149,11 @@ def load_cifar(root, rgb: bool, folder: Optional[Path] = None, tokens: bool = Fa
         spec = TaskSpec(name="image", seq_len=SIDE * SIDE, num_classes=10, d_input=1,
                         mask_ratio=0.5, description="LRA Image: CIFAR-10 as 1024 grayscale "
                         "pixels, standardised; val = fixed 10% of train")
-    return Task(spec, *ds)
+    train_files = ", ".join(str(p) for p in files["train"])
+    why = {"train": no_examples_in(*files["train"]), "test": no_examples_in(*files["test"]),
+           "val": too_few_to_hold_out(VAL_FRACTION, n_train, f"the rows of {train_files}")}
+    return split_task(spec, dict(zip(SPLITS, ds)), why,
+                      f"rerun `spt data prepare {spec.name} --root {root or 'ROOT'}`")
 
 
 def load_image(root, tokens: bool = False, folder: Optional[Path] = None) -> Task:

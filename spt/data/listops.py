@@ -35,7 +35,7 @@ from .datasets import RaggedTokenDataset
 from .errors import DataFormatError, DataMissingError
 from .generated import GENERATED_MARK
 from .source_files import text_lines
-from .task import N_SPECIAL, Task, TaskSpec
+from .task import N_SPECIAL, Task, TaskSpec, no_examples_in, split_task
 
 OPERATORS = ("[MIN", "[MAX", "[MED", "[SM")
 END = "]"
@@ -156,7 +156,9 @@ def load_listops(root, seq_len: int = SEQ_LEN, folder: Optional[Path] = None) ->
     spec = TaskSpec(name="listops", seq_len=seq_len, num_classes=10, vocab_size=VOCAB_SIZE,
                     mask_ratio=0.1, description="LRA ListOps: evaluate nested MIN/MAX/MED/"
                     "SUM-mod-10 expressions (10 classes), symbol tokens, parentheses dropped")
-    return Task(spec, splits["train"], splits["val"], splits["test"])
+    return split_task(spec, splits, {s: no_examples_in(p) for s, p in paths.items()},
+                      f"rerun `spt data prepare listops --root {root or 'ROOT'}` (or `spt data "
+                      f"generate listops --root {root or 'ROOT'} --force` offline)")
 
 
 # ----------------------------------------------------------------------------------- generator
@@ -196,6 +198,23 @@ def _tree(rng: random.Random, depth: int, max_depth: int, max_args: int, budget:
     return source, evaluate(op, values), n
 
 
+# The fewest symbols of an expression with an operator: "[OP a b ]" (two digit arguments).
+SMALLEST_EXPRESSION = 4
+# Draws in a row that may give no new expression before generation gives up. With the release's
+# knobs about 8% of draws are kept, so a run of 100,000 misses means the knobs (lengths, depth,
+# arguments) admit too few distinct expressions for the number asked.
+MAX_MISSES = 100_000
+
+
+def longest_expression(max_depth: int, max_args: int) -> int:
+    """The most symbols a generated expression can have: operators down to `max_depth`, each with
+    `max_args` arguments (the root is at depth 1; depth max_depth holds digits only)."""
+    length, cap = 1, 10 ** 9
+    for _ in range(max(max_depth - 1, 0)):
+        length = min(2 + max_args * length, cap)
+    return length
+
+
 def generate_listops(n: int, rng: random.Random, max_depth: int = 10, max_args: int = 10,
                      min_length: int = 500, max_length: int = 2000,
                      exclude: Optional[set] = None) -> list[tuple[str, int]]:
@@ -203,15 +222,25 @@ def generate_listops(n: int, rng: random.Random, max_depth: int = 10, max_args: 
 
     Defaults are the release's (``max_depth=10, max_args=10, 500 < length < 2000``).
     `exclude`: sources already used (e.g. by other splits); updated in place.
+    Raises ValueError when the knobs leave no length, or once MAX_MISSES draws in a row give no
+    new expression (the knobs admit too few distinct ones).
     """
     if not 1 <= min_length + 1 < max_length:
         raise ValueError(f"need 0 <= min_length < max_length - 1, got {min_length}, {max_length}")
     seen = exclude if exclude is not None else set()
-    out = []
+    out, misses = [], 0
     while len(out) < n:
         t = _tree(rng, 1, max_depth, max_args, max_length - 1)
         if t is None or not min_length < t[2] < max_length or t[0] in seen:
+            misses += 1
+            if misses >= MAX_MISSES:
+                raise ValueError(
+                    f"ListOps generator: found {len(out)} of {n} distinct expressions, then "
+                    f"{MAX_MISSES:,} draws in a row gave no new one with {min_length} < symbols < "
+                    f"{max_length} (max_depth {max_depth}, max_args {max_args}); widen the "
+                    f"length range, raise max_depth / max_args, or ask for fewer examples")
             continue
+        misses = 0
         seen.add(t[0])
         out.append((t[0], t[1]))
     return out

@@ -11,7 +11,8 @@ Task names: ``pathfinder`` (R = 32), ``pathx`` (128), ``pathx256`` (256). Items:
 markers lie on one contour). Splits: the release has none; all images (metadata files in numeric
 order, lines in order) are cut 80/10/10 by a fixed-seed shuffle. The one known-empty release file
 (``pathfinder32/curv_baseline/imgs/0/sample_172.png``) is skipped with a warning; any other
-missing, empty or corrupt image is an error naming it and its metadata line.
+missing, empty or corrupt image is an error naming it and its metadata line. The decoded cache
+is rebuilt when a metadata file or any listed image changes (size or modification time).
 
 :mod:`spt.data.pathfinder_generator` writes images in the same layout (``spt data generate
 pathfinder``).
@@ -30,7 +31,7 @@ from .cache import cached_arrays
 from .datasets import PIXEL_VOCAB, pixel_splits
 from .errors import DataFormatError, DataMissingError
 from .fractions import split_indices
-from .task import Task, TaskSpec
+from .task import SPLITS, Task, TaskSpec, split_task, too_few_to_hold_out
 
 RESOLUTIONS = {"pathfinder": 32, "pathx": 128, "pathx256": 256}
 DIFFICULTY = "curv_contour_length_14"
@@ -81,11 +82,29 @@ def _metadata_rows(path: Path) -> list[list[str]]:
         return [line.split() for line in f]
 
 
-def _decode(path: Path, where: str, side: int) -> np.ndarray:
+def _listed_images(data_dir: Path, resolution: int) -> tuple[list, list]:
+    """The images the metadata lists: ([(path str, "<metadata file>:<line>", label)], [skipped]).
+
+    skipped : release names ("pathfinder32/curv_baseline/imgs/0/sample_172.png") of the
+              known-empty release files, left out of the list.
+    """
+    items, skipped = [], []
+    release, base = f"pathfinder{resolution}/{data_dir.name}", str(data_dir)
+    for mf, lineno, sub, fname, label in _metadata_lines(data_dir):
+        path = f"{base}/{sub}/{fname}"  # a string: PathX lists 600K images on every load
+        if f"{release}/{sub}/{fname}" in KNOWN_EMPTY and os.path.isfile(path) \
+                and os.path.getsize(path) == 0:
+            skipped.append(f"{release}/{sub}/{fname}")
+            continue
+        items.append((path, f"{mf.name}:{lineno}", label))
+    return items, skipped
+
+
+def _decode(path, where: str, side: int) -> np.ndarray:
     from .images import decode_png
 
     try:
-        data = path.read_bytes()
+        data = Path(path).read_bytes()
     except OSError as e:
         raise DataFormatError(f"{path} ({where}): cannot read the image ({e.strerror})") from None
     return decode_png(data, f"{path} ({where})", side, "L")
@@ -107,17 +126,10 @@ def load_pathfinder(root, resolution: int = 32, difficulty: str = DIFFICULTY,
                                f"prepare {name} --root {root}` (or `spt data generate pathfinder "
                                f"--resolution {resolution} --root {root}` offline).")
     sources = sorted((data_dir / "metadata").glob("*.npy"))
+    items, skipped = _listed_images(data_dir, resolution)
+    release = f"pathfinder{resolution}/{data_dir.name}"
 
     def build(w):
-        items, skipped = [], []
-        release = f"pathfinder{resolution}/{data_dir.name}"
-        for mf, lineno, sub, fname, label in _metadata_lines(data_dir):
-            path = data_dir / sub / fname
-            if f"{release}/{sub}/{fname}" in KNOWN_EMPTY and path.is_file() \
-                    and path.stat().st_size == 0:
-                skipped.append(f"{release}/{sub}/{fname}")
-                continue
-            items.append((path, f"{mf.name}:{lineno}", label))
         x = w.array("pixels", (len(items), resolution * resolution, 1), np.uint8)
 
         def work(i):
@@ -132,11 +144,17 @@ def load_pathfinder(root, resolution: int = 32, difficulty: str = DIFFICULTY,
         w.put("labels", np.asarray([it[2] for it in items], np.int64))
         return {"skipped": skipped}
 
+    # The cache covers every listed image too (size and mtime_ns, see stat_digest), so a replaced
+    # or truncated PNG rebuilds it. Measured on a local disk, warm: the fixture's 20 images take
+    # 0.03 ms to stat (+ 0.06 ms to list); 50,000 images 0.16 s (+ 0.07 s), ~5 us an image, so
+    # ~3 s for PathX's 600K on every load (more on a cold or network file system). Hashing the
+    # PNG bytes instead would read the whole release.
     arrays, extra = cached_arrays(data_dir, f"pathfinder{resolution}", FORMAT_VERSION, sources,
-                                  build)
+                                  build, many_sources=[path for path, _, _ in items])
     if extra.get("skipped"):
         warnings.warn(f"pathfinder: skipped the known-empty release image(s) {extra['skipped']}")
-    parts = pathfinder_splits(len(arrays["labels"]))
+    n = len(arrays["labels"])
+    parts = pathfinder_splits(n)
     ds = pixel_splits(arrays["pixels"], arrays["labels"], parts, tokens, 127.5, 127.5)
     # tokens: an id per intensity; else v = pixel / 127.5 - 1, and CE pretraining predicts pixels
     kind = dict(vocab_size=PIXEL_VOCAB) if tokens else dict(d_input=1, levels=256)
@@ -144,4 +162,11 @@ def load_pathfinder(root, resolution: int = 32, difficulty: str = DIFFICULTY,
                     mask_ratio=0.5, description=f"LRA Pathfinder {resolution}x{resolution} "
                     f"({data_dir.name}): are the two markers on one dashed contour? "
                     "80/10/10 fixed-seed split")
-    return Task(spec, *ds)
+    listed = f"the images listed in {data_dir / 'metadata'}/*.npy"
+    why = {"train": f"{data_dir / 'metadata'}/*.npy list no images",
+           "val": too_few_to_hold_out(SPLIT[1], n, listed),
+           "test": too_few_to_hold_out(SPLIT[2], n, listed)}
+    return split_task(spec, dict(zip(SPLITS, ds)), why,
+                      f"rerun `spt data prepare {name} --root {root or 'ROOT'}` (or `spt data "
+                      f"generate pathfinder --resolution {resolution} --root {root or 'ROOT'} "
+                      f"--force` offline)")

@@ -73,7 +73,8 @@ def load_task(name: str, root=None, fraction: float = 1.0, *,
     fraction : keep this nested fraction of the training split (val / test untouched).
     options  : passed to the task's loader (e.g. ``target="RR"`` for bidmc, ``seq_len`` for
                listops / text, ``doc_len`` for retrieval, ``difficulty`` for the pathfinders).
-    Raises DataMissingError (what to run) or DataFormatError (which file, which line / record).
+    Raises DataMissingError (what to run) or DataFormatError (which file, which line / record; a
+    split with no examples names the split and its files).
     """
     if name not in TASKS:
         raise ValueError(f"unknown task {name!r}; choose from {', '.join(TASKS)}")

@@ -38,7 +38,7 @@ from .cache import cached_arrays
 from .datasets import ArrayDataset
 from .errors import DataFormatError, DataMissingError
 from .source_files import text_lines
-from .task import Task, TaskSpec
+from .task import SPLITS, Task, TaskSpec, split_task
 
 WORDS = ("backward", "bed", "bird", "cat", "dog", "down", "eight", "five", "follow", "forward",
          "four", "go", "happy", "house", "learn", "left", "marvin", "nine", "no", "off", "on",
@@ -47,7 +47,7 @@ WORDS = ("backward", "bed", "bird", "cat", "dog", "down", "eight", "five", "foll
 SAMPLE_RATE = 16000
 SPEECH_DIR = Path("speech_commands")
 IGNORED = {"_background_noise_"}
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3  # of the cache, built from clips of at least one sample only
 STANDARDISE = ("position", "global")
 EPS = 1e-5           # the authors' (x - mean) / (std + 1e-5)
 FULL_SCALE = 32768.0  # int16 -> [-1, 1]
@@ -67,6 +67,9 @@ def read_wav(path: Path, max_len: int = SAMPLE_RATE) -> np.ndarray:
         raise DataFormatError(f"{path}: not a readable WAV file ({e})") from None
     if len(data) != 2 * n:
         raise DataFormatError(f"{path}: truncated WAV ({len(data) // 2} of {n} samples)")
+    if n == 0:
+        raise DataFormatError(f"{path}: the clip holds no samples (0 time steps); unpack "
+                              f"speech_commands_v0.02.tar.gz again (`spt data prepare speech`)")
     if n > max_len:
         raise DataFormatError(f"{path}: {n} samples, longer than {max_len}")
     return np.frombuffer(data, dtype="<i2")
@@ -173,4 +176,9 @@ def load_speech(root, folder: Optional[Path] = None, standardise: str = "positio
     spec = TaskSpec(name="speech", seq_len=SAMPLE_RATE, num_classes=len(WORDS), d_input=1,
                     mask_ratio=0.25, description="Speech Commands v0.02: 1 s raw 16 kHz waveforms "
                     "(16000 samples), 35 words, official splits")
-    return Task(spec, *ds)
+    why = {"train": f"no clip in the word folders of {data_dir} is left once the clips of "
+                    f"validation_list.txt and testing_list.txt are taken out",
+           "val": f"{data_dir / 'validation_list.txt'} lists no clips",
+           "test": f"{data_dir / 'testing_list.txt'} lists no clips"}
+    return split_task(spec, dict(zip(SPLITS, ds)), why,
+                      f"rerun `spt data prepare speech --root {root or 'ROOT'}`")

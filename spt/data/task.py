@@ -14,10 +14,13 @@ finetuning): ``PAD_ID=0``, ``MASK_ID=1``, ``UNK_ID=2``, ``EOS_ID=3``; task symbo
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Optional
+from typing import Mapping, Optional
 
 from torch.utils.data import Dataset
+
+from .errors import DataFormatError
 
 PAD_ID, MASK_ID, UNK_ID, EOS_ID = 0, 1, 2, 3
 SPECIAL_TOKENS = ("<pad>", "<mask>", "<unk>", "<eos>")
@@ -96,3 +99,44 @@ class Task:
     def __repr__(self) -> str:
         return (f"Task({self.spec.name}: train={len(self.train)}, val={len(self.val)}, "
                 f"test={len(self.test)}, L={self.spec.seq_len})")
+
+
+SPLITS = ("train", "val", "test")
+
+
+def split_task(spec: TaskSpec, splits: Mapping[str, Dataset], why_empty: Mapping[str, str],
+               fix: str) -> Task:
+    """The Task a reader built from files, refused if a split has no examples.
+
+    Every reader of a data root ends here, so an empty split is found when the task is loaded,
+    not when training first evaluates it (after an epoch, or after all of training for test).
+
+    splits    : {"train", "val", "test"} -> Dataset.
+    why_empty : split -> what holds no examples, naming the file(s) the split is read from, e.g.
+                "data/.../basic_val.tsv holds no examples" (:func:`no_examples_in`), or for a
+                split cut from others, :func:`too_few_to_hold_out`.
+    fix       : what to run for good files, e.g. "rerun `spt data prepare listops --root data`".
+    Raises DataFormatError naming the task, the split, the file(s) and the fix.
+    """
+    for split in SPLITS:
+        if len(splits[split]) == 0:
+            raise DataFormatError(f"task {spec.name!r}: the {split} split is empty (0 examples): "
+                                  f"{why_empty[split]}. Check the download, or {fix}.")
+    return Task(spec, *(splits[s] for s in SPLITS))
+
+
+def no_examples_in(*paths) -> str:
+    """Why a split read from the files `paths` is empty: they hold no examples."""
+    names = ", ".join(str(p) for p in paths)
+    verb = "holds" if len(paths) == 1 else "hold"
+    return f"{names} {verb} no examples (no data rows or lines)"
+
+
+def too_few_to_hold_out(fraction: float, n: int, what: str) -> str:
+    """Why a split cut as ``int(fraction * n)`` of `n` examples came out empty; `what` names them
+    and their files, e.g. "the rows of data/imdb/plain_text/train-*.parquet"."""
+    need = max(1, math.ceil(1 / fraction) - 1)
+    while int(fraction * need) < 1:
+        need += 1
+    return (f"it is a fixed {fraction:.0%} cut of {n} examples ({what}), which rounds down to "
+            f"none (at least {need} are needed)")

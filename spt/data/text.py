@@ -7,12 +7,15 @@ fixed ones of :mod:`spt.data.task`, shared by pretraining and finetuning.
 Text (``load_text``): ``ROOT/imdb/plain_text/{train,test}-*.parquet`` (the hub's
 ``stanfordnlp/imdb``; columns ``text``, ``label`` in {0, 1}); reviews truncated to ``seq_len=4096``
 bytes. The release has no validation split: a fixed-seed 10% of train is held out as ``val``
-(22,500 / 2,500 / 25,000). The ``unsupervised`` parquet files are not read.
+(22,500 / 2,500 / 25,000). The ``unsupervised`` parquet files are not read. An empty review (a
+sequence of length 0) is an error naming the file and the record.
 
 Retrieval (``load_retrieval``): ``ROOT/lra_release/tsv_data/new_aan_pairs.{train,eval,test}.tsv``,
 no header, tab-separated ``label id1 id2 text1 text2`` (no quoting; label 0/1, possibly written
-``1.0``; texts read as raw bytes); official splits, ``eval`` is ``val``. A **pair task**
-(``TaskSpec.pair``), as in LRA and the S4 code: an item is the two documents, each truncated to
+``1.0``; texts read as raw bytes); official splits, ``eval`` is ``val``. A pair with one empty
+document is read (that document is a sequence of length 0) with a warning naming the line; a pair
+whose two documents are empty is an error. A **pair task** (``TaskSpec.pair``), as in LRA and
+the S4 code: an item is the two documents, each truncated to
 ``doc_len=4000`` bytes (LRA's length), ``{"inputs": (L1,), "inputs2": (L2,), "label": ()}`` with
 L1, L2 <= doc_len, and ``spec.seq_len = doc_len`` is the length one encoder sees. Classifiers are
 dual encoders (:class:`spt.models.model.DualEncoderModel`); self-pretraining reads single documents
@@ -20,6 +23,7 @@ dual encoders (:class:`spt.models.model.DualEncoderModel`); self-pretraining rea
 """
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Optional
 
@@ -31,7 +35,15 @@ from .errors import DataFormatError, DataMissingError
 from .fractions import holdout_splits
 from .pairs import PairDataset
 from .source_files import iter_parquet
-from .task import N_SPECIAL, Task, TaskSpec
+from .task import (
+    N_SPECIAL,
+    SPLITS,
+    Task,
+    TaskSpec,
+    no_examples_in,
+    split_task,
+    too_few_to_hold_out,
+)
 
 VOCAB_SIZE = N_SPECIAL + 256
 TEXT_SEQ_LEN = 4096
@@ -41,8 +53,9 @@ IMDB_DIR = Path("imdb")
 AAN_DIR = Path("lra_release") / "tsv_data"
 AAN_FILES = {"train": "new_aan_pairs.train.tsv", "val": "new_aan_pairs.eval.tsv",
              "test": "new_aan_pairs.test.tsv"}
-FORMAT_VERSION = 1        # of the IMDb cache
-AAN_FORMAT_VERSION = 2    # of the AAN cache: arrays doc1, doc2 (ragged) and labels
+FORMAT_VERSION = 2        # of the IMDb cache, built from non-empty reviews only
+AAN_FORMAT_VERSION = 3    # of the AAN cache: arrays doc1, doc2 (ragged) and labels; extra lists
+                          # the pairs with an empty document
 
 
 def encode_bytes(text, max_len: int) -> np.ndarray:
@@ -91,6 +104,9 @@ def load_text(root, seq_len: int = TEXT_SEQ_LEN, folder: Optional[Path] = None) 
                     if not isinstance(row["text"], str) or row["label"] not in (0, 1):
                         raise DataFormatError(f"{path}: record {rec}: expected a text and a label"
                                               f" in {{0, 1}}, got label {row['label']!r}")
+                    if not row["text"]:
+                        raise DataFormatError(f"{path}: record {rec}: the review is empty (0 "
+                                              f"bytes, a sequence of length 0). {hint}")
                     tokens.append(encode_bytes(row["text"], seq_len))
                     labels.append(row["label"])
             counts[split] = len(labels) - n0
@@ -99,19 +115,25 @@ def load_text(root, seq_len: int = TEXT_SEQ_LEN, folder: Optional[Path] = None) 
 
     arrays, extra = cached_arrays(data_dir, f"imdb-L{seq_len}", FORMAT_VERSION,
                                   [p for ps in files.values() for p in ps], build)
-    parts = imdb_splits(extra["counts"]["train"], extra["counts"]["test"])
+    n_train = extra["counts"]["train"]
+    parts = imdb_splits(n_train, extra["counts"]["test"])
     ds = [RaggedTokenDataset(arrays["tokens"], arrays["tokens.offsets"], arrays["labels"], idx)
           for idx in parts]
     spec = TaskSpec(name="text", seq_len=seq_len, num_classes=2, vocab_size=VOCAB_SIZE,
                     mask_ratio=0.15, description="LRA Text: IMDb movie reviews as UTF-8 byte "
                     f"sequences (<= {seq_len}), binary sentiment; val = fixed 10% of train")
-    return Task(spec, *ds)
+    why = {"train": no_examples_in(*files["train"]), "test": no_examples_in(*files["test"]),
+           "val": too_few_to_hold_out(VAL_FRACTION, n_train, f"the rows of {pq_dir}/train-*.parquet")}
+    return split_task(spec, dict(zip(SPLITS, ds)), why,
+                      f"rerun `spt data prepare text --root {root or 'ROOT'}`")
 
 
 def _read_aan(path: Path):
-    """Yield (label, text1, text2) per line of an AAN TSV (texts as raw bytes, as LRA reads them).
+    """Yield (line number, label, text1, text2) per line of an AAN TSV (texts as raw bytes, as LRA
+    reads them).
 
-    Raises DataFormatError naming path:line for a row without 5 fields or a label not 0/1.
+    Raises DataFormatError naming path:line for a row without 5 fields, a label not 0/1, or two
+    empty documents (a pair of length 0).
     """
     with open(path, "rb") as f:
         for lineno, line in enumerate(f, start=1):
@@ -128,7 +150,10 @@ def _read_aan(path: Path):
                 value = None
             if value not in (0.0, 1.0):
                 raise DataFormatError(f"{path}:{lineno}: label {fields[0][:20]!r} is not 0 or 1")
-            yield int(value), fields[3], fields[4]
+            if not fields[3] and not fields[4]:
+                raise DataFormatError(f"{path}:{lineno}: both documents are empty (a pair of "
+                                      f"length 0); the release writes each as b'...'")
+            yield lineno, int(value), fields[3], fields[4]
 
 
 def load_retrieval(root, doc_len: int = DOC_LEN, folder: Optional[Path] = None) -> Task:
@@ -148,19 +173,25 @@ def load_retrieval(root, doc_len: int = DOC_LEN, folder: Optional[Path] = None) 
 
     def build(w):
         docs1, docs2 = w.ragged("doc1", np.uint16), w.ragged("doc2", np.uint16)
-        labels, counts = [], {}
+        labels, counts, empty = [], {}, []
         for split, p in paths.items():
             n0 = len(labels)
-            for label, t1, t2 in _read_aan(p):
+            for lineno, label, t1, t2 in _read_aan(p):
+                if not (t1 and t2):
+                    empty.append(f"{p}:{lineno}")
                 docs1.append(encode_bytes(t1, doc_len))
                 docs2.append(encode_bytes(t2, doc_len))
                 labels.append(label)
             counts[split] = len(labels) - n0
         w.put("labels", np.asarray(labels, np.int64))
-        return {"counts": counts}
+        return {"counts": counts, "empty_documents": empty}
 
     arrays, extra = cached_arrays(data_dir, f"aan-D{doc_len}", AAN_FORMAT_VERSION, paths.values(),
                                   build)
+    if extra.get("empty_documents"):
+        # one document of a pair may be empty; its encoder then pools no positions
+        warnings.warn(f"retrieval: {len(extra['empty_documents'])} pair(s) with an empty document "
+                      f"(0 bytes), first at {extra['empty_documents'][0]}")
     starts = np.cumsum([0] + [extra["counts"][s] for s in AAN_FILES])
 
     def split(i: int) -> PairDataset:
@@ -173,4 +204,5 @@ def load_retrieval(root, doc_len: int = DOC_LEN, folder: Optional[Path] = None) 
                     mask_ratio=0.15, pair=True,
                     description=f"LRA Retrieval: AAN paper pairs (does one cite the other?), "
                     f"UTF-8 bytes, two documents of <= {doc_len} each, read by a dual encoder")
-    return Task(spec, splits["train"], splits["val"], splits["test"])
+    return split_task(spec, splits, {s: no_examples_in(p) for s, p in paths.items()},
+                      f"rerun `spt data prepare retrieval --root {root or 'ROOT'}`")

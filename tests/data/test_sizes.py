@@ -64,8 +64,9 @@ def test_pathfinder_counts_drop_the_file_the_reader_skips(tmp_path):
     assert skipped_images(32, "curv_baseline") == 1 and skipped_images(128, "curv_baseline") == 0
     baseline = paper_split_sizes("pathfinder", difficulty="curv_baseline")
     assert sum(baseline.values()) == sum(paper_split_sizes("pathfinder").values()) - 1
-    # the release's known-empty file in a fixture: the reader keeps 9 of 10 images, as the rule says
-    pathfinder_release(tmp_path, difficulty="curv_baseline", n_folders=1, per_folder=10,
+    # the release's known-empty file in a fixture: the reader keeps 10 of 11 images, as the rule
+    # says (10, so that the 80/10/10 cut leaves no split empty)
+    pathfinder_release(tmp_path, difficulty="curv_baseline", n_folders=1, per_folder=11,
                        empty={(0, 2)})
     d = tmp_path / "lra_release" / "pathfinder32" / "curv_baseline"
     (d / "imgs/0/sample_2.png").rename(d / "imgs/0/sample_172.png")
@@ -73,7 +74,7 @@ def test_pathfinder_counts_drop_the_file_the_reader_skips(tmp_path):
                                       .replace("sample_2.png", "sample_172.png"))
     with pytest.warns(UserWarning, match="sample_172.png"):
         task = load_task("pathfinder", tmp_path, difficulty="curv_baseline")
-    want = split_sizes("pathfinder", {"images": 10 - skipped_images(32, "curv_baseline")})
+    want = split_sizes("pathfinder", {"images": 11 - skipped_images(32, "curv_baseline")})
     assert _sizes(task) == (want["train"], want["val"], want["test"])
 
 

@@ -57,7 +57,8 @@ def test_imdb_bad_label_names_record_and_missing_folder(tmp_path):
 
 def test_retrieval_items_are_two_documents(tmp_path):
     aan_release(tmp_path)
-    task = load_retrieval(tmp_path)
+    with pytest.warns(UserWarning, match=r"1 pair\(s\) with an empty document .*test.tsv:2"):
+        task = load_retrieval(tmp_path)
     assert (len(task.train), len(task.val), len(task.test)) == (3, 1, 2)
     s = task.spec
     assert s.pair and (s.seq_len, s.vocab_size, s.num_classes) == (DOC_LEN, 260, 2) == (4000, 260, 2)
@@ -71,7 +72,8 @@ def test_retrieval_items_are_two_documents(tmp_path):
     assert task.train.labels.tolist() == [1, 0, 1]
     empty = task.test[1]
     assert len(empty["inputs"]) == 0 and decode_bytes(empty["inputs2"]) == "z"
-    short = load_retrieval(tmp_path, doc_len=5)
+    with pytest.warns(UserWarning, match="empty document"):
+        short = load_retrieval(tmp_path, doc_len=5)
     assert short.spec.seq_len == 5
     assert short.train[2]["inputs"].tolist() == [4 + ord("x")] * 5
     assert short.train[2]["inputs2"].tolist() == [4 + ord("y")] * 5
