@@ -71,7 +71,7 @@ def check_namespace(notebook: str, namespace: dict) -> None:
     every declared parameter's type and value, and any other plain value in the namespace (a
     parameter papermill injected under a name the notebook does not declare). Call it in the
     first cell after the parameters cell, before any other import."""
-    from .runner import study_notebook
+    from .notebooks import study_notebook
 
     nb = study_notebook(notebook)
     given = {k: v for k, v in namespace.items()

@@ -27,47 +27,21 @@ from pathlib import Path
 from typing import Optional
 
 from ..atomic import writable_dir
+from .notebooks import list_studies, notebooks_dir, study_notebook  # noqa: F401  (public here)
 from .parameters import check_parameters, notebook_parameters  # noqa: F401  (public here)
 
-STUDY_PATTERN = re.compile(r"^(0[1-9]|[1-9][0-9])_[a-z0-9_]+$")
 KERNEL = "python3"
 
 
-def notebooks_dir(path=None) -> Path:
-    """The folder of the study notebooks: `path`, $SPT_NOTEBOOKS, ./notebooks, or the checkout's."""
-    candidates = [path, os.environ.get("SPT_NOTEBOOKS"), Path.cwd() / "notebooks",
-                  Path(__file__).resolve().parents[2] / "notebooks"]
-    for c in candidates:
-        if c and Path(c).is_dir() and any(Path(c).glob("*.ipynb")):
-            return Path(c)
-    raise FileNotFoundError("no study notebooks found: run from a checkout of spt (its notebooks/ "
-                            "folder), or pass --notebooks DIR / set SPT_NOTEBOOKS")
+def kernel_config():
+    """How papermill's kernel talks to it: over local Unix sockets where the system has them
+    (the kernel then needs no TCP port, and ipykernel has nothing to warn about), else TCP."""
+    from traitlets.config import Config
 
-
-def list_studies(nb_dir=None) -> dict[str, str]:
-    """{study name: its title (Study.title)} for every study notebook (the paper's studies of
-    :data:`spt.studies.STUDIES`; the quickstart, walkthrough, explorers and your-architecture
-    notebooks are not studies of the paper)."""
-    from .registry import STUDIES
-
-    out = {}
-    for nb in sorted(notebooks_dir(nb_dir).glob("*.ipynb")):
-        if not STUDY_PATTERN.match(nb.stem) or nb.stem not in STUDIES:
-            continue
-        out[nb.stem] = STUDIES[nb.stem].title
-    return out
-
-
-def study_notebook(name: str, nb_dir=None) -> Path:
-    """The notebook of study `name` (or a path to any notebook with a parameters cell)."""
-    p = Path(name)
-    if p.suffix == ".ipynb" and p.is_file():
-        return p
-    nb = notebooks_dir(nb_dir) / f"{name}.ipynb"
-    if not nb.is_file():
-        names = ", ".join(list_studies(nb_dir))
-        raise FileNotFoundError(f"no study {name!r}; studies: {names} (`spt study list`)")
-    return nb
+    config = Config()
+    if os.name == "posix":
+        config.KernelManager.transport = "ipc"
+    return config
 
 
 def executed_path(out_dir: Path, stem: str) -> Path:
@@ -99,6 +73,7 @@ def run_study(name: str, out_dir, *, preset: Optional[str] = None, parameters: O
     out_nb = executed_path(out_dir, nb.stem)
     try:
         pm.execute_notebook(str(nb), str(out_nb), parameters=params, kernel_name=KERNEL,
+                            config=kernel_config(),
                             cwd=str(nb.parent), log_output=log_output, progress_bar=progress)
     finally:
         release(out_nb)
