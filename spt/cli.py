@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 
 
@@ -76,6 +77,9 @@ def main(argv=None) -> int:
     except BrokenPipeError:  # `spt presets | head`
         return 0
     except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback
+        # an interrupted notebook client leaves an asyncio task whose error asyncio would log,
+        # traceback and all, when the task is collected at exit
+        logging.getLogger("asyncio").setLevel(logging.CRITICAL)
         print("spt: interrupted; what was finished is kept (results, checkpoints); rerun the same "
               "command to resume", file=sys.stderr)
         return 130

@@ -6,6 +6,7 @@ file), damaged checkpoints.
 """
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -595,3 +596,70 @@ def test_a_read_only_folder_is_one_line_before_any_work(tmp_path):
     assert "not writable (Read-only file system)" in lines["ERROR"]
     rc, err = lines["CLI"].split(" | ")
     assert rc == "1" and " // " not in err and "Read-only file system" in err, err
+
+
+# ------------------------------------------------------------- Ctrl-C and a dead kernel
+
+STUDY_RUN = [sys.executable, "-m", "spt.cli", "study", "run", "03_explicit_priors", "-p", "tasks",
+             "[listops]"]
+
+
+def _run_until_a_cell_is_done(out, act):
+    """Start `spt study run` (its own session, as a terminal would), call act(process) once the
+    first cell is done, and return (exit code, stderr lines)."""
+    run = subprocess.Popen(STUDY_RUN + ["--out", str(out)], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, start_new_session=True)
+    lines = []
+    try:
+        for line in run.stderr:
+            lines.append(line.rstrip("\n"))
+            if "done 1/" in line:
+                act(run)
+                break
+        lines += run.stderr.read().splitlines()
+        run.wait(timeout=60)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+    return run.returncode, lines
+
+
+def _kernel_of(pid: int) -> int:
+    """The pid of the Jupyter kernel `pid` started."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            cmd = (stat.parent / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == pid and b"ipykernel" in cmd:
+            return int(stat.parent.name)
+    raise AssertionError(f"no kernel under pid {pid}")
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads process parents in /proc")
+def test_ctrl_c_and_a_dead_kernel_end_in_one_line_and_the_rerun_resumes(tmp_path):
+    out = tmp_path / "out"
+    rc, lines = _run_until_a_cell_is_done(out, lambda run: os.killpg(run.pid, signal.SIGINT))
+    assert rc == 130 and not any("Traceback" in s for s in lines), "\n".join(lines[-30:])
+    # the kernel shares the process group, so it gets the Ctrl-C too and asyncio may print a
+    # pending-task notice as it exits; spt itself says one line
+    said = [s for s in lines if s.startswith("spt: interrupted")]
+    assert said == ["spt: interrupted; what was finished is kept (results, checkpoints); "
+                    "rerun the same command to resume"], "\n".join(lines[-30:])
+    rc, lines = _run_until_a_cell_is_done(out, lambda run: os.kill(_kernel_of(run.pid),
+                                                                   signal.SIGKILL))
+    # no traceback from spt or papermill; the killed kernel's own children (a worker it was
+    # spawning, its multiprocessing resource tracker) may still print theirs
+    assert rc == 1 and not any(s.lstrip().startswith("File") and "multiprocessing" not in s
+                               for s in lines), "\n".join(lines[-30:])
+    said = [s for s in lines if s.startswith("spt study: the notebook's kernel died (killed, or "
+                                             "out of memory?)")]
+    assert len(said) == 1 and said[0].endswith("rerun the same command to resume"), lines[-5:]
+    again = subprocess.run(STUDY_RUN + ["--out", str(out)], capture_output=True, text=True,
+                           timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    done_before = int(re.search(r"8 cells, (\d) already done", again.stderr).group(1))
+    assert done_before >= 2, again.stderr[-3000:]  # one cell before each fault, at least
+    resumes = [s for s in again.stderr.splitlines() if s.startswith("[spt] resuming")]
+    assert len(resumes) == len(set(resumes)), resumes  # each said once

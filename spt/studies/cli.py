@@ -36,6 +36,20 @@ class _StderrHandler(logging.StreamHandler):
         pass
 
 
+class _OneLine(logging.Formatter):
+    """The message without the trailing newline the notebook's print left on it."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return record.getMessage().rstrip("\n")
+
+
+def _notebook_output_only(record: logging.LogRecord) -> bool:
+    """The notebook's own output lines, without papermill's cell markers and blank lines."""
+    text = record.getMessage().strip()
+    return bool(text) and not text.startswith(("Executing Cell", "Ending Cell",
+                                               "Executing notebook with kernel"))
+
+
 def _stream_notebook_output(quiet: bool) -> bool:
     """Send papermill's log (the notebook's output as it runs) to stderr, one line each."""
     if quiet:
@@ -43,7 +57,8 @@ def _stream_notebook_output(quiet: bool) -> bool:
     log = logging.getLogger("papermill")
     if not any(getattr(h, "spt_stream", False) for h in log.handlers):
         handler = _StderrHandler()
-        handler.setFormatter(logging.Formatter("%(message)s"))
+        handler.setFormatter(_OneLine())
+        handler.addFilter(_notebook_output_only)
         handler.spt_stream = True  # added once per process, however often the CLI runs
         log.addHandler(handler)
     log.setLevel(logging.INFO)
