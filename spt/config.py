@@ -201,6 +201,9 @@ class TrainConfig:
                     checkpointing): less memory for long inputs, ~1/3 more compute, same gradients.
     num_workers, pin_memory, prefetch_factor : DataLoader workers; pinned host memory (CUDA
                     only) and batches prefetched per worker (used when num_workers > 0).
+    log_every     : write the live training curves (loss, lr, gradient norm, tokens/s, peak
+                    memory) every this many optimiser steps; 0: none. Where they go (TensorBoard
+                    event files in the run folder by default; SPT_CURVES): :mod:`spt.train.curves`.
     distributed   : under ``torchrun``: "ddp" (replicated model) or "fsdp" (sharded parameters,
                     gradients and optimiser state, for models that do not fit one device). The
                     global batch is ``batch_size`` whatever the number of ranks.
@@ -269,6 +272,7 @@ class TrainConfig:
     pin_memory: bool = True
     prefetch_factor: int = 4
     distributed: Literal["ddp", "fsdp"] = "ddp"
+    log_every: int = 50
 
     def __post_init__(self):
         c = "TrainConfig"
@@ -318,6 +322,7 @@ class TrainConfig:
         _check_choice(c, "distributed", self.distributed, ("ddp", "fsdp"))
         _check_positive(c, "num_workers", self.num_workers, allow_zero=True)
         _check_positive(c, "prefetch_factor", self.prefetch_factor)
+        _check_positive(c, "log_every", self.log_every, allow_zero=True)
         if not isinstance(self.eval_every, int):
             raise ValueError(f"{c}.eval_every must be a whole number of epochs, got {self.eval_every!r}")
         for name in ("max_steps", "patience", "ckpt_every", "eval_batch_size"):
@@ -329,7 +334,8 @@ class TrainConfig:
 # TrainConfig fields that say where or how fast a run executes, never what it computes: a killed run
 # may resume with other values, and a result computed on a GPU is the same study cell on a CPU.
 EXECUTION_FIELDS = frozenset({"device", "num_workers", "progress", "pin_memory", "prefetch_factor",
-                              "distributed", "compile", "grad_checkpointing", "eval_batch_size"})
+                              "distributed", "compile", "grad_checkpointing", "eval_batch_size",
+                              "log_every"})
 
 
 def replace(cfg, **changes):

@@ -34,7 +34,7 @@ def make_task():
 
 def make_cfg(**kw):
     base = dict(lr=3e-3, batch_size=16, epochs=3, ckpt_every=2, progress=False, seed=0,
-                device="cpu", weight_decay=0.01)
+                device="cpu", weight_decay=0.01, log_every=2)
     return TrainConfig(**{**base, **kw})
 
 
@@ -90,6 +90,23 @@ def test_two_ranks_match_one_process(runs):
     assert [r["val_accuracy"] for r in rows] == pytest.approx(hist1["val_accuracy"].values.tolist())
     assert [r["train_loss"] for r in rows] == pytest.approx(hist1["train_loss"].values.tolist(),
                                                            rel=1e-5)
+
+
+def test_two_ranks_write_one_set_of_curves_with_the_global_loss(runs):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    def curve(folder, tag):
+        acc = EventAccumulator(str(folder), size_guidance={"scalars": 0})
+        acc.Reload()
+        return [(e.step, e.value) for e in acc.Scalars(tag)]
+
+    root = runs["root"]
+    assert len(list((root / "two").glob("events.out.tfevents.*"))) == 1  # rank 0 only
+    two, one = curve(root / "two", "step/loss"), curve(root / "single", "step/loss")
+    assert [s for s, _ in two] == [s for s, _ in one] == list(range(2, 13, 2))
+    # the loss summed over ranks is the global batch's, as in one process
+    assert [v for _, v in two] == pytest.approx([v for _, v in one], rel=1e-5)
 
 
 def test_killed_two_rank_run_resumes_to_the_same_weights(runs):

@@ -42,6 +42,7 @@ from ..config import EXECUTION_FIELDS, TrainConfig, to_dict
 from ..data.collate import pad_collate
 from . import distributed as D
 from .checkpoint import FORMAT, atomic_save, read_checkpoint
+from .curves import Curves, grad_norm
 from .observers import current_observer, observe, timestamp  # noqa: F401  (observe: public here)
 from .optim import apply_now, build_optimizer, build_scheduler, param_groups, plateau_state, plateau_update
 
@@ -329,7 +330,8 @@ def _train(model: torch.nn.Module, objective, task, cfg: TrainConfig, out: Path,
              "patience_best": -math.inf, "bad_epochs": 0, "validated": 0, "history": [],
              "done": False, "stopped_by": None, "time": 0.0, "plateau": plateau_state(sign > 0)}
     ck = None
-    if resume and last_path.exists():
+    resumed = resume and last_path.exists()
+    if resumed:
         ck = read_checkpoint(last_path)
         _check_same_run(ck, meta, cfg, last_path)
         model.load_state_dict(ck["model"])  # before wrapping: every rank starts from the file
@@ -360,168 +362,179 @@ def _train(model: torch.nn.Module, objective, task, cfg: TrainConfig, out: Path,
         del ck
     if cfg.compile:
         fwd = torch.compile(fwd)
+    curves = Curves(out, cfg.log_every, state["step"] if resumed else 0,
+                    {"stage": stage, **meta, "train_config": to_dict(cfg)}, env, device)
+    try:
 
-    def snapshot() -> dict:  # full weights; under FSDP a collective, so every rank calls it
-        full = D.full_model_state(model) if (env.is_main or D.is_fsdp(model)) else {}
-        return {"format": FORMAT, "stage": stage, **meta, "train_config": to_dict(cfg),
-                "model": full}
+        def snapshot() -> dict:  # full weights; under FSDP a collective, so every rank calls it
+            full = D.full_model_state(model) if (env.is_main or D.is_fsdp(model)) else {}
+            return {"format": FORMAT, "stage": stage, **meta, "train_config": to_dict(cfg),
+                    "model": full}
 
-    def save_last(totals=None) -> None:
-        state["time"] = clock() - t0
-        totals = D.all_reduce_sums(dict(totals or {}), env)
-        rngs = D.gather_objects(_rng_state(gen, device), env)
-        snap, optim = snapshot(), D.optimizer_state(model, opt, names)
-        if env.is_main:
-            state["totals"] = {k: float(v) for k, v in totals.items()}
-            atomic_save({**snap, "optimizer": optim, "scheduler": sched.state_dict(),
-                         "rng": rngs[0], "rng_ranks": rngs, "world_size": env.world_size,
-                         "state": state}, last_path)
-        state.pop("totals", None)
-
-    bad = torch.zeros((), dtype=torch.bool, device=device)
-    carry: dict = {}  # this rank's training statistics of the epochs since the last validation
-
-    def check_finite() -> None:
-        if D.any_rank(bad, env):
-            raise NonFiniteLossError(
-                f"{stage}: the training loss became non-finite (NaN/inf) in epoch {state['epoch']} "
-                f"near optimiser step {state['step']} (lr {sched.get_last_lr()[0]:.3g}). The run "
-                f"stopped; {_kept_files(best_path, last_path)}. Try a lower lr, warmup_steps, or "
-                f"grad_clip.")
-
-    def out_of_time() -> bool:  # every rank must call it at the same point (a collective)
-        if cfg.max_time is None:
-            return False
-        over = clock() - t0 >= cfg.max_time
-        return D.any_rank(torch.tensor(over), env) if env.active else over
-
-    def stop(reason: str) -> None:
-        state.update(done=True, stopped_by=reason)
-
-    def evaluate_split(split: str) -> dict:
-        dataset = getattr(task, split)
-        if observer is None:
-            return evaluate(model, objective, dataset, cfg, device, env=env)
-        start = timestamp(device)
-        metrics = evaluate(model, objective, dataset, cfg, device, env=env)
-        observer({"kind": "eval", "stage": stage, "split": split, "examples": len(dataset),
-                  "seconds": timestamp(device) - start})
-        return metrics
-
-    model.train()
-    t0 = clock() - state["time"]  # training time is counted on from the saved state
-    bar = tqdm(total=total_steps, initial=state["step"], desc=stage, unit="step",
-               disable=not (cfg.progress and env.is_main), mininterval=2.0)
-    while not state["done"] and state["epoch"] < cfg.epochs:
-        epoch = state["epoch"]
-        totals: dict = dict(state.pop("totals", {}) if env.is_main else {})  # interrupted epoch
-        totals.update(carry)  # a resumed epoch's totals or the carry, never both
-        carry = {}
-        if state["step"] > 0 and out_of_time():  # spent in the last evaluation, or a smaller budget
-            stop("max_time")
-            if state["batch"] == 0 and state["validated"] == epoch:  # every epoch was validated
-                save_last()
-                break
-        todo = [] if state["done"] else epoch_batches(n, cfg.batch_size, cfg.seed, epoch)
-        parts = [D.shard(b, env) for b in todo[state["batch"]:]]  # none: evaluate the partial epoch
-        items = objective.epoch_data(task.train, cfg.seed, epoch)  # masks: (seed, epoch, index)
-        loader = _loader(items, [ix for ix, _ in parts], cfg, device, cfg.seed * 100_003 + epoch)
-        for batch, (_, w) in zip(loader, parts):
-            micro = (state["batch"] + 1) % cfg.accum_steps and state["batch"] + 1 < batches_per_epoch
-            no_sync = fwd.no_sync if micro and hasattr(fwd, "no_sync") else nullcontext
-            with no_sync():
-                with _autocast(device, cfg):
-                    loss, stats = objective.step(fwd, _to(batch, device), gen)
-                loss, stats = _global_loss(loss, stats, w, env)
-                bad |= ~torch.isfinite(loss.detach())
-                (loss / cfg.accum_steps).backward()
-            for k, v in stats.items():
-                totals[k] = totals.get(k, 0) + v.detach().float()
-            state["batch"] += 1
-            if micro:
-                continue
-            if device.type == "cpu":
-                check_finite()
-            if cfg.grad_clip:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            opt.step()
-            sched.step()
-            opt.zero_grad(set_to_none=True)
-            state["step"] += 1
-            if observer is not None:
-                observer({"kind": "step", "stage": stage, "step": state["step"],
-                          "time": timestamp(device)})
-            if on_step is not None:
-                on_step(state["step"])
-            bar.update(1)
-            if cfg.progress and env.is_main and state["step"] % 10 == 0:
-                bar.set_postfix(epoch=epoch + 1, loss=f"{float(loss.detach()):.4f}", refresh=False)
-            if cfg.ckpt_every and state["step"] % cfg.ckpt_every == 0:
-                check_finite()
-                save_last(totals)
-            if cfg.max_steps is not None and state["step"] >= cfg.max_steps:
-                stop("max_steps")
-                break
-            # under torchrun the ranks agree on the clock every 10 steps (a collective, a sync)
-            if (not env.active or state["step"] % 10 == 0) and out_of_time():
-                stop("max_time")
-                break
-        check_finite()
-        # stopped by the clock inside an epoch: the epoch stays open, so a larger budget resumes it
-        partial = state["stopped_by"] == "max_time" and state["batch"] < batches_per_epoch
-        if not (partial or state["done"] or epoch + 1 >= cfg.epochs
-                or (epoch + 1) % cfg.eval_every == 0):  # no validation (nor last.pt) this epoch
-            carry = totals
-            state["epoch"] += 1
-            state["batch"] = 0
-            continue
-        reduced = D.all_reduce_sums(totals, env)
-        train_m = objective.metrics(reduced) if reduced else {}
-        val_m = evaluate_split("val")
-        if select not in val_m:
-            raise ValueError(_select_error(select, val_m, objective))
-        bar.set_postfix({"epoch": epoch + 1, f"val_{select}": f"{val_m[select]:.4f}"})
-        score = sign * val_m[select]
-        if cfg.schedule == "plateau" and not partial:  # the reduced lr applies from the next step
-            if plateau_update(state["plateau"], val_m[select], sign > 0, cfg):
-                apply_now(sched)
-        done_epochs = epoch + state["batch"] / batches_per_epoch if partial else epoch + 1
-        row = {"epoch": done_epochs, "step": state["step"], "lr": sched.get_last_lr()[0],
-               "time": clock() - t0,
-               **{f"train_{k}": v for k, v in train_m.items()},
-               **{f"val_{k}": v for k, v in val_m.items()}}
-        state["history"].append(row)
-        if score > state["best"] or state["best_epoch"] < 0:  # the first evaluation always counts
-            state.update(best=score if not math.isnan(score) else -math.inf, best_epoch=done_epochs)
-            snap = snapshot()
+        def save_last(totals=None) -> None:
+            state["time"] = clock() - t0
+            totals = D.all_reduce_sums(dict(totals or {}), env)
+            rngs = D.gather_objects(_rng_state(gen, device), env)
+            snap, optim = snapshot(), D.optimizer_state(model, opt, names)
             if env.is_main:
-                atomic_save({**snap, "epoch": done_epochs, "val_metrics": val_m, "select": select},
-                            best_path)
-        if not partial:
-            if score > state["patience_best"]:
-                state.update(patience_best=score, bad_epochs=0)
-            else:  # the epochs since the last validation, less those that ended in the warmup
-                state["bad_epochs"] += sum(
-                    1 for e in range(state["validated"] + 1, epoch + 2)
-                    if min(e * steps_per_epoch, state["step"]) >= cfg.warmup_steps)
-            state["validated"] = epoch + 1
-            if cfg.patience is not None and state["bad_epochs"] >= cfg.patience:
-                stop("patience")
-            state["epoch"] += 1
-            state["batch"] = 0
-        save_last(totals if partial else None)
+                state["totals"] = {k: float(v) for k, v in totals.items()}
+                atomic_save({**snap, "optimizer": optim, "scheduler": sched.state_dict(),
+                             "rng": rngs[0], "rng_ranks": rngs, "world_size": env.world_size,
+                             "state": state}, last_path)
+            state.pop("totals", None)
 
-    bar.close()
-    del fwd  # the DDP wrapper holds the process group: nothing may keep it once fit returns
-    D.barrier(env)  # rank 0 has written best.pt
-    best = read_checkpoint(best_path)
-    D.load_full_model_state(model, best["model"])
-    model.to(device)
-    test_m = evaluate_split("test") if evaluate_test else {}
-    stopped_by = state["stopped_by"] or ("epochs" if state["epoch"] >= cfg.epochs else "")
-    history = _history_dataset(state["history"], stage)
-    history.attrs.update(select=select, stopped_by=stopped_by)
-    return RunResult(model=model, history=history, best_checkpoint=best_path,
-                     best_epoch=best["epoch"], val_metrics=best["val_metrics"],
-                     test_metrics=test_m, steps=state["step"], select=select,
-                     stopped_by=stopped_by)
+        bad = torch.zeros((), dtype=torch.bool, device=device)
+        carry: dict = {}  # this rank's training statistics of the epochs since the last validation
+
+        def check_finite() -> None:
+            if D.any_rank(bad, env):
+                raise NonFiniteLossError(
+                    f"{stage}: the training loss became non-finite (NaN/inf) in epoch {state['epoch']} "
+                    f"near optimiser step {state['step']} (lr {sched.get_last_lr()[0]:.3g}). The run "
+                    f"stopped; {_kept_files(best_path, last_path)}. Try a lower lr, warmup_steps, or "
+                    f"grad_clip.")
+
+        def out_of_time() -> bool:  # every rank must call it at the same point (a collective)
+            if cfg.max_time is None:
+                return False
+            over = clock() - t0 >= cfg.max_time
+            return D.any_rank(torch.tensor(over), env) if env.active else over
+
+        def stop(reason: str) -> None:
+            state.update(done=True, stopped_by=reason)
+
+        def evaluate_split(split: str) -> dict:
+            dataset = getattr(task, split)
+            if observer is None:
+                return evaluate(model, objective, dataset, cfg, device, env=env)
+            start = timestamp(device)
+            metrics = evaluate(model, objective, dataset, cfg, device, env=env)
+            observer({"kind": "eval", "stage": stage, "split": split, "examples": len(dataset),
+                      "seconds": timestamp(device) - start})
+            return metrics
+
+        model.train()
+        t0 = clock() - state["time"]  # training time is counted on from the saved state
+        bar = tqdm(total=total_steps, initial=state["step"], desc=stage, unit="step",
+                   disable=not (cfg.progress and env.is_main), mininterval=2.0)
+        while not state["done"] and state["epoch"] < cfg.epochs:
+            epoch = state["epoch"]
+            totals: dict = dict(state.pop("totals", {}) if env.is_main else {})  # interrupted epoch
+            totals.update(carry)  # a resumed epoch's totals or the carry, never both
+            carry = {}
+            if state["step"] > 0 and out_of_time():  # spent in the last evaluation, or a smaller budget
+                stop("max_time")
+                if state["batch"] == 0 and state["validated"] == epoch:  # every epoch was validated
+                    save_last()
+                    break
+            todo = [] if state["done"] else epoch_batches(n, cfg.batch_size, cfg.seed, epoch)
+            parts = [D.shard(b, env) for b in todo[state["batch"]:]]  # none: evaluate the partial epoch
+            items = objective.epoch_data(task.train, cfg.seed, epoch)  # masks: (seed, epoch, index)
+            loader = _loader(items, [ix for ix, _ in parts], cfg, device, cfg.seed * 100_003 + epoch)
+            for batch, (_, w) in zip(loader, parts):
+                micro = (state["batch"] + 1) % cfg.accum_steps and state["batch"] + 1 < batches_per_epoch
+                no_sync = fwd.no_sync if micro and hasattr(fwd, "no_sync") else nullcontext
+                with no_sync():
+                    with _autocast(device, cfg):
+                        loss, stats = objective.step(fwd, _to(batch, device), gen)
+                    loss, stats = _global_loss(loss, stats, w, env)
+                    curves.batch(batch, loss)
+                    bad |= ~torch.isfinite(loss.detach())
+                    (loss / cfg.accum_steps).backward()
+                for k, v in stats.items():
+                    totals[k] = totals.get(k, 0) + v.detach().float()
+                state["batch"] += 1
+                if micro:
+                    continue
+                if device.type == "cpu":
+                    check_finite()
+                norm, lr = None, sched.get_last_lr()[0]
+                if cfg.grad_clip:
+                    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+                elif curves.wants_grad_norm(state["step"] + 1):
+                    norm = grad_norm(model)
+                opt.step()
+                sched.step()
+                opt.zero_grad(set_to_none=True)
+                state["step"] += 1
+                curves.step(state["step"], lr, norm)
+                if observer is not None:
+                    observer({"kind": "step", "stage": stage, "step": state["step"],
+                              "time": timestamp(device)})
+                if on_step is not None:
+                    on_step(state["step"])
+                bar.update(1)
+                if cfg.progress and env.is_main and state["step"] % 10 == 0:
+                    bar.set_postfix(epoch=epoch + 1, loss=f"{float(loss.detach()):.4f}", refresh=False)
+                if cfg.ckpt_every and state["step"] % cfg.ckpt_every == 0:
+                    check_finite()
+                    save_last(totals)
+                if cfg.max_steps is not None and state["step"] >= cfg.max_steps:
+                    stop("max_steps")
+                    break
+                # under torchrun the ranks agree on the clock every 10 steps (a collective, a sync)
+                if (not env.active or state["step"] % 10 == 0) and out_of_time():
+                    stop("max_time")
+                    break
+            check_finite()
+            # stopped by the clock inside an epoch: the epoch stays open, so a larger budget resumes it
+            partial = state["stopped_by"] == "max_time" and state["batch"] < batches_per_epoch
+            if not (partial or state["done"] or epoch + 1 >= cfg.epochs
+                    or (epoch + 1) % cfg.eval_every == 0):  # no validation (nor last.pt) this epoch
+                carry = totals
+                state["epoch"] += 1
+                state["batch"] = 0
+                continue
+            reduced = D.all_reduce_sums(totals, env)
+            train_m = objective.metrics(reduced) if reduced else {}
+            val_m = evaluate_split("val")
+            if select not in val_m:
+                raise ValueError(_select_error(select, val_m, objective))
+            bar.set_postfix({"epoch": epoch + 1, f"val_{select}": f"{val_m[select]:.4f}"})
+            score = sign * val_m[select]
+            if cfg.schedule == "plateau" and not partial:  # the reduced lr applies from the next step
+                if plateau_update(state["plateau"], val_m[select], sign > 0, cfg):
+                    apply_now(sched)
+            done_epochs = epoch + state["batch"] / batches_per_epoch if partial else epoch + 1
+            row = {"epoch": done_epochs, "step": state["step"], "lr": sched.get_last_lr()[0],
+                   "time": clock() - t0,
+                   **{f"train_{k}": v for k, v in train_m.items()},
+                   **{f"val_{k}": v for k, v in val_m.items()}}
+            state["history"].append(row)
+            curves.validation(row)
+            if score > state["best"] or state["best_epoch"] < 0:  # the first evaluation always counts
+                state.update(best=score if not math.isnan(score) else -math.inf, best_epoch=done_epochs)
+                snap = snapshot()
+                if env.is_main:
+                    atomic_save({**snap, "epoch": done_epochs, "val_metrics": val_m, "select": select},
+                                best_path)
+            if not partial:
+                if score > state["patience_best"]:
+                    state.update(patience_best=score, bad_epochs=0)
+                else:  # the epochs since the last validation, less those that ended in the warmup
+                    state["bad_epochs"] += sum(
+                        1 for e in range(state["validated"] + 1, epoch + 2)
+                        if min(e * steps_per_epoch, state["step"]) >= cfg.warmup_steps)
+                state["validated"] = epoch + 1
+                if cfg.patience is not None and state["bad_epochs"] >= cfg.patience:
+                    stop("patience")
+                state["epoch"] += 1
+                state["batch"] = 0
+            save_last(totals if partial else None)
+
+        bar.close()
+        del fwd  # the DDP wrapper holds the process group: nothing may keep it once fit returns
+        D.barrier(env)  # rank 0 has written best.pt
+        best = read_checkpoint(best_path)
+        D.load_full_model_state(model, best["model"])
+        model.to(device)
+        test_m = evaluate_split("test") if evaluate_test else {}
+        stopped_by = state["stopped_by"] or ("epochs" if state["epoch"] >= cfg.epochs else "")
+        history = _history_dataset(state["history"], stage)
+        history.attrs.update(select=select, stopped_by=stopped_by)
+        return RunResult(model=model, history=history, best_checkpoint=best_path,
+                         best_epoch=best["epoch"], val_metrics=best["val_metrics"],
+                         test_metrics=test_m, steps=state["step"], select=select,
+                         stopped_by=stopped_by)
+    finally:
+        curves.close()
