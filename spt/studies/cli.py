@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 
 from ..atomic import DiskFullError, NotWritableError
+from .output import stream_notebook_output
 
 
 def _value(text: str):
@@ -22,48 +22,6 @@ def cmd_list(args) -> int:
     for name, title in list_studies(args.notebooks).items():
         print(f"{name:<30} {title}")
     return 0
-
-
-class _StderrHandler(logging.StreamHandler):
-    """Writes to whatever sys.stderr is when a line is logged, not the one it started with."""
-
-    @property
-    def stream(self):
-        return sys.stderr
-
-    @stream.setter
-    def stream(self, _):
-        pass
-
-
-class _OneLine(logging.Formatter):
-    """The message without the trailing newline the notebook's print left on it."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        return record.getMessage().rstrip("\n")
-
-
-def _notebook_output_only(record: logging.LogRecord) -> bool:
-    """The notebook's own output lines, without papermill's cell markers and blank lines."""
-    text = record.getMessage().strip()
-    return bool(text) and not text.startswith(("Executing Cell", "Ending Cell",
-                                               "Executing notebook with kernel"))
-
-
-def _stream_notebook_output(quiet: bool) -> bool:
-    """Send papermill's log (the notebook's output as it runs) to stderr, one line each."""
-    if quiet:
-        return False
-    log = logging.getLogger("papermill")
-    if not any(getattr(h, "spt_stream", False) for h in log.handlers):
-        handler = _StderrHandler()
-        handler.setFormatter(_OneLine())
-        handler.addFilter(_notebook_output_only)
-        handler.spt_stream = True  # added once per process, however often the CLI runs
-        log.addHandler(handler)
-    log.setLevel(logging.INFO)
-    log.propagate = False
-    return True
 
 
 def _models(specs: list) -> dict:
@@ -92,7 +50,7 @@ def cmd_run(args) -> int:
                              f"your layer")
         params["models"] = {**(params.get("models") or {}), **_models(args.model)}
     out = run_study(args.name, args.out, preset=args.preset, parameters=params,
-                    nb_dir=args.notebooks, log_output=_stream_notebook_output(args.quiet),
+                    nb_dir=args.notebooks, log_output=stream_notebook_output(args.quiet),
                     progress=False)
     print(f"executed notebook: {out}\nresults: {out.parent / out.stem}/")
     return 0
@@ -100,11 +58,27 @@ def cmd_run(args) -> int:
 
 def cmd_batch(args) -> int:
     from .runner import parse_shard, read_grid, run_batch
+    if args.slurm is not None or args.print_sbatch:
+        return _submit(args)
     status = run_batch(args.name, read_grid(args.grid), args.out, shard=parse_shard(args.shard),
-                       nb_dir=args.notebooks, log_output=_stream_notebook_output(args.quiet))
+                       nb_dir=args.notebooks, log_output=stream_notebook_output(args.quiet))
     failed = [c for c, s in status.items() if s.startswith("failed")]
     print(f"{len(status)} batch runs: {len(status) - len(failed)} ok, {len(failed)} failed")
     return 1 if failed else 0
+
+
+def _submit(args) -> int:
+    from .runner import batch_runs, read_grid
+    from .slurm import parse_pairs, sbatch_script, slurm_options, submit_batch
+    spec = read_grid(args.grid)
+    options = slurm_options({**spec.get("slurm", {}), **parse_pairs(args.slurm or [])})
+    if args.print_sbatch:
+        n = min(options.get("tasks", len(batch_runs(spec))), len(batch_runs(spec)))
+        print(sbatch_script(args.out, options, n), end="")
+        return 0
+    submit_batch(args.name, spec, args.out, options, nb_dir=args.notebooks,
+                 cluster="local" if args.local else "slurm")
+    return 0
 
 
 def _study_names(names: list) -> list:
@@ -173,7 +147,7 @@ def _guard(fn):
     def run(args) -> int:
         try:
             return fn(args)
-        except (FileNotFoundError, ValueError) as e:
+        except (FileNotFoundError, ValueError, ImportError) as e:
             print(f"spt study: error: {e}", file=sys.stderr)
             return 2
         except (DiskFullError, NotWritableError) as e:
@@ -269,7 +243,19 @@ def add_study_commands(subparsers) -> argparse.ArgumentParser:
     q.add_argument("name", help="study name")
     q.add_argument("--grid", required=True, help="YAML file: {fixed: {...}, grid: {param: [..]}}")
     q.add_argument("--out", required=True, help="output folder")
-    q.add_argument("--shard", default="0/1", help="take runs i, i+n, i+2n, ... (default 0/1)")
+    q.add_argument("--shard", default="0/1", help="take runs i, i+n, i+2n, ... (default 0/1); "
+                   "auto: this task's place in a SLURM job array (SLURM_ARRAY_TASK_ID/COUNT)")
     q.add_argument("--quiet", action="store_true", help="do not stream the notebooks' output")
+    q.add_argument("--slurm", nargs="*", default=None, metavar="KEY=VALUE",
+                   help="submit the batch as one SLURM job array through submitit instead of "
+                   "running it here (options also from the grid file's slurm: section): "
+                   "partition, account, qos, constraint, gpus_per_node, cpus_per_task, nodes, "
+                   "tasks_per_node, mem (64G), time (HH:MM:SS or D-HH:MM:SS), array_parallelism, "
+                   "signal_delay_s, tasks (array size; default one per batch run). Logs: OUT/slurm/")
+    q.add_argument("--print-sbatch", action="store_true",
+                   help="print the sbatch script --slurm would submit, and submit nothing")
+    q.add_argument("--local", action="store_true",
+                   help="with --slurm: run the array through submitit's local executor on this "
+                   "machine (same tasks, signals and requeues; to try a batch before submitting)")
     q.set_defaults(func=_guard(cmd_batch))
     return p

@@ -22,7 +22,9 @@ import itertools
 import json
 import os
 import re
+import tempfile
 import traceback
+import uuid
 from pathlib import Path
 from typing import Optional
 
@@ -39,8 +41,12 @@ def kernel_config():
     from traitlets.config import Config
 
     config = Config()
-    if os.name == "posix":
+    # each kernel gets its own socket prefix: jupyter_client's default ("kernel-ipc" in the working
+    # directory) is shared by every kernel started there, and two runs at once would cross wires
+    prefix = Path(tempfile.gettempdir()) / f"spt-kernel-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+    if os.name == "posix" and len(str(prefix)) < 90:  # a Unix socket path holds ~107 bytes
         config.KernelManager.transport = "ipc"
+        config.KernelManager.ip = str(prefix)
     return config
 
 
@@ -91,14 +97,17 @@ def read_grid(path) -> dict:
         spec = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as e:
         raise ValueError(f"cannot read grid file {path}: {e}") from None
-    if not isinstance(spec, dict) or not set(spec) <= {"fixed", "grid"} or "grid" not in spec:
+    if not isinstance(spec, dict) or not set(spec) <= {"fixed", "grid", "slurm"} or "grid" not in spec:
         raise ValueError(f"{path}: a grid file has a `grid:` mapping (parameter -> list of values) "
-                         f"and optionally `fixed:` (parameter -> value); got keys "
+                         f"and optionally `fixed:` (parameter -> value) and `slurm:` (option -> "
+                         f"value, for --slurm); got keys "
                          f"{sorted(spec) if isinstance(spec, dict) else type(spec).__name__}")
     for k, v in spec["grid"].items():
         if not isinstance(v, list) or not v:
             raise ValueError(f"{path}: grid parameter {k!r} must be a non-empty list of values")
-    return {"fixed": spec.get("fixed") or {}, "grid": spec["grid"]}
+    if not isinstance(spec.get("slurm") or {}, dict):
+        raise ValueError(f"{path}: `slurm:` must map option names to values (partition: gpu, ...)")
+    return {"fixed": spec.get("fixed") or {}, "grid": spec["grid"], "slurm": spec.get("slurm") or {}}
 
 
 def _slug(v) -> str:
@@ -120,9 +129,13 @@ def batch_runs(spec: dict) -> list[tuple[str, dict]]:
 
 
 def parse_shard(text: str) -> tuple[int, int]:
+    """"i/n", or "auto": this task's place in a SLURM job array (:func:`.slurm.shard_from_env`)."""
+    if text == "auto":
+        from .slurm import shard_from_env
+        return shard_from_env()
     m = re.fullmatch(r"(\d+)/(\d+)", text or "")
     if not m or not 0 <= int(m.group(1)) < int(m.group(2)):
-        raise ValueError(f"--shard must be i/n with 0 <= i < n (e.g. 0/4), got {text!r}")
+        raise ValueError(f"--shard must be i/n with 0 <= i < n (e.g. 0/4) or auto, got {text!r}")
     return int(m.group(1)), int(m.group(2))
 
 

@@ -81,3 +81,12 @@ def test_cli_study_list_and_errors(capsys, tmp_path):
     g.write_text("grid: {x: [2, 3]}\n")
     assert main(["study", "batch", str(nb), "--grid", str(g), "--out", str(tmp_path / "b")]) == 1
     assert "1 ok, 1 failed" in capsys.readouterr().out
+
+
+def test_each_kernel_gets_its_own_sockets_outside_the_notebooks_folder():
+    from spt.studies.runner import kernel_config
+
+    a, b = kernel_config(), kernel_config()
+    if "ip" in a.KernelManager:  # Unix sockets (posix): a prefix of their own, in the temp dir
+        assert a.KernelManager.ip != b.KernelManager.ip
+        assert "notebooks" not in a.KernelManager.ip

@@ -1,0 +1,130 @@
+"""`spt study batch --slurm`: one submitit job array; a pre-empted task is requeued and resumes."""
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import xarray as xr
+
+from spt.studies.runner import batch_runs
+from spt.studies.slurm import (
+    SlurmOptionError,
+    parse_pairs,
+    sbatch_script,
+    shard_from_env,
+    slurm_options,
+    slurm_time_minutes,
+    submit_batch,
+)
+
+submitit = pytest.importorskip("submitit")
+
+STUDY = "03_explicit_priors"
+SPEC = {"fixed": {"tasks": ["listops"]}, "grid": {"seeds": [[0], [1]]}}
+
+
+def test_options_are_checked_and_converted_before_anything_is_submitted(tmp_path):
+    got = slurm_options(parse_pairs(["partition=gpu", "gpus_per_node=4", "mem=500M",
+                                     "time=1-12:30", "array_parallelism=8"]))
+    assert got == {"partition": "gpu", "gpus_per_node": 4, "mem": 1, "time": 36 * 60 + 30,
+                   "array_parallelism": 8}
+    assert [slurm_time_minutes(t) for t in ("90", "90:30", "24:00:00", "2-00", "0:0:30")] == \
+        [90, 91, 1440, 2880, 1]
+    for bad, says in [({"partiton": "gpu"}, "unknown --slurm option 'partiton'"),
+                      ({"time": "24h"}, "not a SLURM time"), ({"time": "0"}, "no time at all"),
+                      ({"gpus_per_node": "-1"}, "whole number >= 0"), ({"mem": "lots"}, "64G"),
+                      ({"cpus_per_task": "0"}, "whole number >= 1")]:
+        with pytest.raises(SlurmOptionError, match=says):
+            slurm_options(bad)
+    with pytest.raises(SlurmOptionError, match="KEY=VALUE"):
+        parse_pairs(["partition"])
+    # a grid naming a parameter the notebook lacks: an error, and nothing written under OUT
+    with pytest.raises(ValueError, match="has no parameter 'sedes'"):
+        submit_batch(STUDY, {"fixed": {}, "grid": {"sedes": [[0]]}}, tmp_path / "out",
+                     {"time": 10}, cluster="local")
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_sbatch_script_for_given_options(tmp_path):
+    text = sbatch_script(tmp_path, slurm_options({
+        "partition": "gpu", "account": "lab", "qos": "high", "gpus_per_node": 1,
+        "cpus_per_task": 8, "mem": "64G", "time": "24:00:00", "array_parallelism": 2}), n_tasks=5)
+    lines = set(text.splitlines())
+    for want in ("#SBATCH --partition=gpu", "#SBATCH --account=lab", "#SBATCH --qos=high",
+                 "#SBATCH --gpus-per-node=1", "#SBATCH --cpus-per-task=8", "#SBATCH --mem=64GB",
+                 "#SBATCH --time=1440", "#SBATCH --array=0-4%2", "#SBATCH --signal=USR2@90",
+                 f"#SBATCH --output={tmp_path}/slurm/%A_%a_0_log.out"):
+        assert want in lines, (want, text)
+    assert "submitit.core._submit" in text
+    # the CLI prints the same script (options from the grid file's slurm: section and --slurm)
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("fixed: {tasks: [listops]}\ngrid: {seeds: [[0], [1]]}\n"
+                    "slurm: {partition: gpu, time: '2:00:00'}\n")
+    p = subprocess.run([sys.executable, "-m", "spt.cli", "study", "batch", STUDY, "--grid",
+                        str(grid), "--out", str(tmp_path), "--slurm", "time=30",
+                        "--print-sbatch"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "#SBATCH --partition=gpu" in p.stdout and "#SBATCH --time=30" in p.stdout
+    assert "#SBATCH --array=0-1%2" in p.stdout
+    p = subprocess.run([sys.executable, "-m", "spt.cli", "study", "batch", STUDY, "--grid",
+                        str(grid), "--out", str(tmp_path), "--slurm", "time=soon"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and p.stderr.startswith("spt study: error: --slurm time='soon'")
+
+
+def test_shard_auto_reads_the_array_task():
+    assert shard_from_env({"SLURM_ARRAY_TASK_ID": "3", "SLURM_ARRAY_TASK_COUNT": "8"}) == (3, 8)
+    with pytest.raises(ValueError, match="SLURM_ARRAY_TASK_ID"):
+        shard_from_env({})
+
+
+def _task_process(controller: int) -> int:
+    """The pid of the task process a submitit local controller started."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            cmd = (stat.parent / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == controller and b"submitit.core._submit" in cmd:
+            return int(stat.parent.name)
+    raise AssertionError(f"no submitit task under pid {controller}")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="its two runs are the same only where "
+                    "device auto is the CPU")
+def test_a_preempted_array_task_is_requeued_and_ends_with_the_uninterrupted_results(tmp_path):
+    # two batch runs of the same cells (device cpu and auto are one device here): task 0 is
+    # pre-empted part-way, task 1 runs through; both must end with the same results
+    spec = {"fixed": {"tasks": ["listops"], "seeds": [0]}, "grid": {"device": ["cpu", "auto"]}}
+    out = tmp_path / "runs"
+    jobs = submit_batch(STUDY, spec, out, {"time": 15}, cluster="local", log=lambda s: None)
+    assert len(jobs) == 2
+    run0, run1 = (out / name for name, _ in batch_runs(spec))
+    deadline = time.time() + 300
+    while not list((run0 / STUDY).glob("*.nc")):  # part-way: one cell of task 0 finished
+        assert time.time() < deadline and not jobs[0].done(), jobs[0].stderr()
+        time.sleep(0.2)
+    os.kill(_task_process(jobs[0]._process.pid), signal.SIGUSR2)  # what SLURM sends on preemption
+    for job in jobs:
+        job.result()  # raises if a task failed
+    log = jobs[0].stdout() + (jobs[0].stderr() or "")
+    assert "requeued, it resumes its batch runs" in log and "Requeued job" in log, log[-3000:]
+    assert "already done" in log  # the requeued task read the finished cell back
+    assert "Requeued job" not in jobs[1].stdout() + (jobs[1].stderr() or "")
+
+    got = sorted((run0 / STUDY).glob("*.nc"))
+    assert len(got) == 8 and [p.name for p in got] == \
+        [p.name for p in sorted((run1 / STUDY).glob("*.nc"))]
+    for p in got:
+        a, b = xr.load_dataset(p), xr.load_dataset(run1 / STUDY / p.name)
+        clocks = [v for v in a.variables if str(v).endswith("time")]  # wall times differ
+        assert clocks and set(a.data_vars) == set(b.data_vars)
+        # every value equal; the attrs differ only by the device each run was given
+        xr.testing.assert_equal(a.drop_vars(clocks), b.drop_vars(clocks))
+        assert a.attrs["config"].replace('"cpu"', '"auto"') == b.attrs["config"]
+    assert (run0 / "DONE").exists() and (run1 / "DONE").exists()
