@@ -76,9 +76,20 @@ def _submit(args) -> int:
         n = min(options.get("tasks", len(batch_runs(spec))), len(batch_runs(spec)))
         print(sbatch_script(args.out, options, n), end="")
         return 0
-    submit_batch(args.name, spec, args.out, options, nb_dir=args.notebooks,
-                 cluster="local" if args.local else "slurm")
-    return 0
+    jobs = submit_batch(args.name, spec, args.out, options, nb_dir=args.notebooks,
+                        cluster="local" if args.local else "slurm")
+    if not args.local:
+        return 0
+    # the local executor's tasks are children of this process: wait for them
+    failed = 0
+    for job in jobs:
+        try:
+            job.result()
+        except Exception as e:  # the task's own error; its log is under OUT/slurm
+            failed += 1
+            print(f"task {job.task_id}: {str(e).strip().splitlines()[0]}", file=sys.stderr)
+    print(f"{len(jobs)} task(s): {len(jobs) - failed} done, {failed} failed (logs: {args.out}/slurm)")
+    return 1 if failed else 0
 
 
 def _study_names(names: list) -> list:

@@ -57,6 +57,10 @@ class SlurmOptionError(ValueError):
     """An option of --slurm (or a grid file's slurm: section) that SLURM or submitit cannot take."""
 
 
+class NoSlurm(ValueError):
+    """This machine has no SLURM commands (srun / sbatch) to submit with."""
+
+
 def slurm_time_minutes(text) -> int:
     """A SLURM --time value in whole minutes (rounded up): "90", "90:30", "24:00:00", "2-00",
     "2-12:30", "2-12:30:00"."""
@@ -128,7 +132,11 @@ def executor(out_dir, options: dict, cluster: Optional[str] = "slurm"):
         import submitit
     except ImportError:
         raise ImportError("spt study batch --slurm needs submitit: pip install 'spt[slurm]'") from None
-    ex = submitit.AutoExecutor(folder=Path(out_dir) / "slurm", cluster=cluster)
+    try:
+        ex = submitit.AutoExecutor(folder=Path(out_dir) / "slurm", cluster=cluster)
+    except RuntimeError as e:  # submitit: 'Could not detect "srun"'
+        raise NoSlurm(f"cannot submit to SLURM from this machine ({e}); run the command on the "
+                      f"cluster's login node, or add --local to try the array here") from None
     params = {OPTIONS[k][0]: v for k, v in options.items() if OPTIONS[k][0]}
     if ex.cluster != "slurm":  # SLURM-only settings mean nothing to the local executor
         params = {k: v for k, v in params.items() if not k.startswith("slurm_")}
@@ -244,10 +252,11 @@ def submit_batch(study: str, spec: dict, out_dir, options: dict, *, nb_dir=None,
     jobs = ex.map_array(BatchTask(nb.stem, spec, str(Path(out_dir).resolve()), n, nb_dir),
                         range(n))
     job_id = str(jobs[0].job_id).split("_")[0]
-    logs = Path(out_dir) / "slurm"
+    follow = (f"squeue -j {job_id}    " if ex.cluster == "slurm" else "") + \
+        f"tail -f {jobs[0].paths.stdout}"
     log(f"submitted {nb.stem}: {len(runs)} batch runs as {n} array task(s), job {job_id} "
         f"({ex.cluster})\n"
-        f"  follow:   squeue -j {job_id}    tail -f {logs}/{job_id}_0_0_log.out\n"
+        f"  follow:   {follow}\n"
         f"  curves:   tensorboard --logdir {out_dir}\n"
         f"  status:   {out_dir}/<run>/DONE or FAILED; {out_dir}/batch-status-<i>of{n}.json")
     return jobs

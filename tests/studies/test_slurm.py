@@ -128,3 +128,33 @@ def test_a_preempted_array_task_is_requeued_and_ends_with_the_uninterrupted_resu
         xr.testing.assert_equal(a.drop_vars(clocks), b.drop_vars(clocks))
         assert a.attrs["config"].replace('"cpu"', '"auto"') == b.attrs["config"]
     assert (run0 / "DONE").exists() and (run1 / "DONE").exists()
+
+
+def test_submitting_writes_one_array_through_sbatch_and_says_how_to_follow_it(tmp_path,
+                                                                              monkeypatch):
+    """submitit's own submission path, against stand-in srun / sbatch commands that keep the
+    script they are given and answer as sbatch does."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "sbatch").write_text(f"#!/bin/sh\ncp \"$1\" {tmp_path}/submitted.sh\n"
+                                    "echo 'Submitted batch job 4242'\n")
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    said = []
+    spec = {**SPEC, "grid": {"seeds": [[0], [1], [2]]}}
+    jobs = submit_batch(STUDY, spec, tmp_path / "runs",
+                        slurm_options({"partition": "gpu", "time": "2-00:00:00", "mem": "32G",
+                                       "gpus_per_node": 1, "array_parallelism": 2}),
+                        log=said.append)
+    assert [j.job_id for j in jobs] == ["4242_0", "4242_1", "4242_2"]
+    script = (tmp_path / "submitted.sh").read_text()
+    for want in ("#SBATCH --array=0-2%2", "#SBATCH --partition=gpu", "#SBATCH --time=2880",
+                 "#SBATCH --mem=32GB", "#SBATCH --gpus-per-node=1", "#SBATCH --signal=USR2@90",
+                 "#SBATCH --job-name=spt"):
+        assert want in script.splitlines(), (want, script)
+    assert "squeue -j 4242" in said[0] and "3 batch runs as 3 array task(s), job 4242" in said[0]
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(ValueError, match="--local"):
+        submit_batch(STUDY, spec, tmp_path / "runs2", {"time": 10})
