@@ -161,7 +161,7 @@ def sbatch_script(out_dir, options: dict, n_tasks: int = 1) -> str:
             kw[theirs] = params.pop(ours)
     if "mem_gb" in params:
         kw["mem"] = f"{params.pop('mem_gb')}GB"
-    folder = Path(out_dir) / "slurm"
+    folder = Path(out_dir).resolve() / "slurm"
     return _make_sbatch_string(command=f"{sys.executable} -u -m submitit.core._submit {folder}",
                                folder=folder, job_name="spt", map_count=n_tasks, **kw)
 
