@@ -663,3 +663,12 @@ def test_ctrl_c_and_a_dead_kernel_end_in_one_line_and_the_rerun_resumes(tmp_path
     assert done_before >= 2, again.stderr[-3000:]  # one cell before each fault, at least
     resumes = [s for s in again.stderr.splitlines() if s.startswith("[spt] resuming")]
     assert len(resumes) == len(set(resumes)), resumes  # each said once
+
+
+def test_the_smoke_data_says_once_why_it_is_written(tmp_path, capsys):
+    from spt.studies.smoke import smoke_data_root
+
+    smoke_data_root(tmp_path / "smoke")
+    smoke_data_root(tmp_path / "smoke")
+    said = [s for s in capsys.readouterr().err.splitlines() if s.startswith("spt: writing")]
+    assert len(said) == 1 and "shared by every smoke study, whichever tasks it uses" in said[0]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from pathlib import Path
 
 from ..atomic import atomic_write
@@ -46,10 +47,14 @@ def smoke_data_root(root=None) -> Path:
     """A data root holding generated ListOps and Pathfinder-32 (written on first use)."""
     root = Path(root) if root is not None else default_smoke_root()
     listops = root / LISTOPS_FOLDER
+    pf = pathfinder_dir(root, 32)
+    if not (listops / "basic_test.tsv").is_file() or not (pf / "metadata").is_dir():
+        print(f"spt: writing the smoke presets' data once into {root} (generated ListOps, "
+              f"Pathfinder-32 and BIDMC-format files, shared by every smoke study, whichever "
+              f"tasks it uses; under a minute)", file=sys.stderr)
     if not (listops / "basic_test.tsv").is_file():
         n_train, n_val, n_test = LISTOPS_SPLITS
         write_listops(listops, n_train, n_val, n_test, seed=0, force=True, **LISTOPS_KNOBS)
-    pf = pathfinder_dir(root, 32)
     if not (pf / "metadata").is_dir():
         write_pathfinder(pf, PATHFINDER_IMAGES, 32, seed=0, force=True)
     write_synthetic_bidmc(root)
