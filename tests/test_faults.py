@@ -607,8 +607,11 @@ STUDY_RUN = [sys.executable, "-m", "spt.cli", "study", "run", "03_explicit_prior
 def _run_until_a_cell_is_done(out, act):
     """Start `spt study run` (its own session, as a terminal would), call act(process) once the
     first cell is done, and return (exit code, stderr lines)."""
+    # a terminal's Ctrl-C reaches a process whose SIGINT is at its default; a test run started
+    # in the background of a non-interactive shell inherits SIGINT ignored, so reset it
     run = subprocess.Popen(STUDY_RUN + ["--out", str(out)], stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True, start_new_session=True)
+                           stderr=subprocess.PIPE, text=True, start_new_session=True,
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     lines = []
     try:
         for line in run.stderr:

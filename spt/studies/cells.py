@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -311,6 +312,22 @@ class _InProcess:
         self.running = []
 
 
+@contextmanager
+def _sigint_ignored():
+    """Start child processes with Ctrl-C ignored: a terminal's Ctrl-C goes to the whole process
+    group, and a worker still starting up would die with Python's own "Fatal Python error"; the
+    parent stops its workers itself when interrupted (stop)."""
+    try:
+        before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread: signals cannot be changed here
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 class _Processes:
     """Up to `workers` cells at once, each in its own spawned process; the parent holds the
     claims and watches each process, so a worker that dies is noticed within `timeout`."""
@@ -328,7 +345,8 @@ class _Processes:
         proc = self.ctx.Process(target=_cell_process, name=f"spt-cell-{cell.key}",
                                 args=(cell, path, run_dir, self.threads, send, os.getpid()))
         try:
-            proc.start()
+            with _sigint_ignored():
+                proc.start()
         except BaseException:
             release(path)
             raise

@@ -128,10 +128,20 @@ def batch_runs(spec: dict) -> list[tuple[str, dict]]:
     return runs
 
 
+def shard_from_env(environ=os.environ) -> tuple[int, int]:
+    """--shard auto: (SLURM_ARRAY_TASK_ID, SLURM_ARRAY_TASK_COUNT) of a task of your own sbatch
+    array (``#SBATCH --array=0-7``)."""
+    try:
+        return int(environ["SLURM_ARRAY_TASK_ID"]), int(environ["SLURM_ARRAY_TASK_COUNT"])
+    except (KeyError, ValueError):
+        raise ValueError("--shard auto reads SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT, which "
+                         "SLURM sets in the tasks of a job array (#SBATCH --array=0-N); outside "
+                         "one, give --shard i/n") from None
+
+
 def parse_shard(text: str) -> tuple[int, int]:
     """"i/n", or "auto": this task's place in a SLURM job array (:func:`.slurm.shard_from_env`)."""
     if text == "auto":
-        from .slurm import shard_from_env
         return shard_from_env()
     m = re.fullmatch(r"(\d+)/(\d+)", text or "")
     if not m or not 0 <= int(m.group(1)) < int(m.group(2)):

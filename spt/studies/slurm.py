@@ -268,14 +268,3 @@ def submit_command(argv: Sequence[str], out_dir, options: dict, *,
     requeued on pre-emption or time-out. Returns submitit's job."""
     ex = executor(out_dir, options, cluster)
     return ex.submit(CommandTask(argv, os.getcwd()))
-
-
-def shard_from_env(environ=os.environ) -> tuple[int, int]:
-    """--shard auto: (SLURM_ARRAY_TASK_ID, SLURM_ARRAY_TASK_COUNT) of a task of your own sbatch
-    array (``#SBATCH --array=0-7``)."""
-    try:
-        return int(environ["SLURM_ARRAY_TASK_ID"]), int(environ["SLURM_ARRAY_TASK_COUNT"])
-    except (KeyError, ValueError):
-        raise ValueError("--shard auto reads SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT, which "
-                         "SLURM sets in the tasks of a job array (#SBATCH --array=0-N); outside "
-                         "one, give --shard i/n") from None

@@ -10,12 +10,11 @@ import pytest
 import torch
 import xarray as xr
 
-from spt.studies.runner import batch_runs
+from spt.studies.runner import batch_runs, shard_from_env
 from spt.studies.slurm import (
     SlurmOptionError,
     parse_pairs,
     sbatch_script,
-    shard_from_env,
     slurm_options,
     slurm_time_minutes,
     submit_batch,
