@@ -39,32 +39,33 @@ class DamagedFileError(ValueError):
         return type(self), (self.path, self.args[0])
 
 
-class DiskFullError(OSError):
+class _WriteFault:
+    """An OSError of a write, said in one line (its message) and picklable, so a worker process
+    can hand it to its parent. Subclasses set the errno they stand for (CODE)."""
+
+    CODE = 0
+
+    def __init__(self, path, message: str):
+        super().__init__(self.CODE, message)
+        self.path = Path(path)
+
+    def __str__(self):
+        return self.strerror
+
+    def __reduce__(self):
+        return type(self), (self.path, self.strerror)
+
+
+class DiskFullError(_WriteFault, OSError):
     """No space was left on the device while spt wrote a file; nothing was half-written."""
 
-    def __init__(self, path, message: str):
-        super().__init__(errno.ENOSPC, message)
-        self.path = Path(path)
-
-    def __str__(self):
-        return self.strerror
-
-    def __reduce__(self):
-        return type(self), (self.path, self.strerror)
+    CODE = errno.ENOSPC
 
 
-class NotWritableError(PermissionError):
+class NotWritableError(_WriteFault, PermissionError):
     """A folder spt must write into is read-only (permissions or a read-only file system)."""
 
-    def __init__(self, path, message: str):
-        super().__init__(errno.EACCES, message)
-        self.path = Path(path)
-
-    def __str__(self):
-        return self.strerror
-
-    def __reduce__(self):
-        return type(self), (self.path, self.strerror)
+    CODE = errno.EACCES
 
 
 FULL_BELOW = 1 << 20  # bytes free under which a failed write counts as a full disk

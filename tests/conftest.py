@@ -3,6 +3,7 @@
 TRITON_INTERPRET must be set before triton is imported anywhere, so it is set here at import.
 """
 import os
+from pathlib import Path
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -27,3 +28,23 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def _child_pid(parent: int, marker: bytes) -> int:
+    """The pid of a child process of `parent` whose command line contains `marker` (Linux /proc)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            cmd = (stat.parent / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == parent and marker in cmd:
+            return int(stat.parent.name)
+    raise AssertionError(f"no process with {marker!r} in its command line under pid {parent}")
+
+
+@pytest.fixture
+def child_pid():
+    """child_pid(parent, marker): the pid of the child of `parent` whose command line holds
+    `marker` (a Jupyter kernel: b"ipykernel"; a submitit task: b"submitit.core._submit")."""
+    return _child_pid

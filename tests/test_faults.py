@@ -627,21 +627,8 @@ def _run_until_a_cell_is_done(out, act):
     return run.returncode, lines
 
 
-def _kernel_of(pid: int) -> int:
-    """The pid of the Jupyter kernel `pid` started."""
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-            cmd = (stat.parent / "cmdline").read_bytes()
-        except (OSError, IndexError, ValueError):
-            continue
-        if ppid == pid and b"ipykernel" in cmd:
-            return int(stat.parent.name)
-    raise AssertionError(f"no kernel under pid {pid}")
-
-
 @pytest.mark.skipif(sys.platform != "linux", reason="reads process parents in /proc")
-def test_ctrl_c_and_a_dead_kernel_end_in_one_line_and_the_rerun_resumes(tmp_path):
+def test_ctrl_c_and_a_dead_kernel_end_in_one_line_and_the_rerun_resumes(tmp_path, child_pid):
     out = tmp_path / "out"
     rc, lines = _run_until_a_cell_is_done(out, lambda run: os.killpg(run.pid, signal.SIGINT))
     assert rc == 130 and not any("Traceback" in s for s in lines), "\n".join(lines[-30:])
@@ -650,7 +637,7 @@ def test_ctrl_c_and_a_dead_kernel_end_in_one_line_and_the_rerun_resumes(tmp_path
     said = [s for s in lines if s.startswith("spt: interrupted")]
     assert said == ["spt: interrupted; what was finished is kept (results, checkpoints); "
                     "rerun the same command to resume"], "\n".join(lines[-30:])
-    rc, lines = _run_until_a_cell_is_done(out, lambda run: os.kill(_kernel_of(run.pid),
+    rc, lines = _run_until_a_cell_is_done(out, lambda run: os.kill(child_pid(run.pid, b"ipykernel"),
                                                                    signal.SIGKILL))
     # no traceback from spt or papermill; the killed kernel's own children (a worker it was
     # spawning, its multiprocessing resource tracker) may still print theirs

@@ -124,6 +124,11 @@ def parse_pairs(pairs: Sequence[str]) -> dict:
     return out
 
 
+def _submitit_params(options: dict) -> dict:
+    """Checked options (:func:`slurm_options`) as submitit's AutoExecutor parameters."""
+    return {OPTIONS[k][0]: v for k, v in options.items() if OPTIONS[k][0]}
+
+
 def executor(out_dir, options: dict, cluster: Optional[str] = "slurm"):
     """A submitit executor writing under ``out_dir/slurm``. cluster: "slurm", "local" (submitit's
     local executor: the same tasks, signals and requeues as processes on this machine; tests use
@@ -137,7 +142,7 @@ def executor(out_dir, options: dict, cluster: Optional[str] = "slurm"):
     except RuntimeError as e:  # submitit: 'Could not detect "srun"'
         raise NoSlurm(f"cannot submit to SLURM from this machine ({e}); run the command on the "
                       f"cluster's login node, or add --local to try the array here") from None
-    params = {OPTIONS[k][0]: v for k, v in options.items() if OPTIONS[k][0]}
+    params = _submitit_params(options)
     if ex.cluster != "slurm":  # SLURM-only settings mean nothing to the local executor
         params = {k: v for k, v in params.items() if not k.startswith("slurm_")}
     ex.update_parameters(name="spt", **params)
@@ -149,7 +154,7 @@ def sbatch_script(out_dir, options: dict, n_tasks: int = 1) -> str:
     shows), for an array of `n_tasks`."""
     from submitit.slurm.slurm import _make_sbatch_string
 
-    params = {OPTIONS[k][0]: v for k, v in options.items() if OPTIONS[k][0]}
+    params = _submitit_params(options)
     kw = {"time": params.pop("timeout_min", 5)}
     for ours, theirs in (("slurm_partition", "partition"), ("slurm_account", "account"),
                          ("slurm_qos", "qos"), ("slurm_constraint", "constraint"),

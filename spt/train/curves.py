@@ -145,10 +145,9 @@ def _installed(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
-def open_writers(out: Path, start_step: int, config: dict, environ=os.environ) -> list:
-    """The writers SPT_CURVES asks for, on rank 0 (none elsewhere). start_step: the step a
-    resumed run starts from (0: a new run)."""
-    names, explicit = chosen_writers(environ)
+def open_writers(out: Path, start_step: int, config: dict, names: tuple, explicit: bool) -> list:
+    """The writers `names` (from :func:`chosen_writers`; `explicit`: named in SPT_CURVES rather
+    than the default). start_step: the step a resumed run starts from (0: a new run)."""
     writers = []
     for name in names:
         cls, module, install = _MAKERS[name]
@@ -173,9 +172,10 @@ class Curves:
 
     def __init__(self, out: Path, every: int, start_step: int, config: dict, env: D.DistEnv,
                  device: torch.device):
-        names, _ = chosen_writers()
+        names, explicit = chosen_writers()
         self.on = bool(names) and every > 0
-        self.writers = open_writers(out, start_step, config) if self.on and env.is_main else []
+        self.writers = (open_writers(out, start_step, config, names, explicit)
+                        if self.on and env.is_main else [])
         self.every, self.env, self.device = every, env, device
         self._reset()
 

@@ -31,6 +31,19 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def wait_until_serving(url: str, proc, log: Path, what: str) -> None:
+    """Poll `url` until the server `proc` answers (60 s at most); its log if it exits first."""
+    for _ in range(120):
+        try:
+            urllib.request.urlopen(url, timeout=2)
+            return
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{what} exited: {log.read_text()}") from None
+            time.sleep(0.5)
+    raise RuntimeError(f"{what} did not start in 60 s")
+
+
 @pytest.fixture
 def lab(tmp_path):
     """A JupyterLab server on 127.0.0.1 (random port and token) serving a temp copy of the notebook."""
@@ -53,16 +66,8 @@ def lab(tmp_path):
         cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(120):
-            try:
-                urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2)
-                break
-            except OSError:
-                if proc.poll() is not None:
-                    raise RuntimeError(f"jupyter lab exited: {(tmp_path / 'jupyter.log').read_text()}")
-                time.sleep(0.5)
-        else:
-            raise RuntimeError("jupyter lab did not start in 60 s")
+        wait_until_serving(f"{url}/api/status?token={token}", proc, tmp_path / "jupyter.log",
+                           "jupyter lab")
         yield url, token
     finally:
         proc.terminate()

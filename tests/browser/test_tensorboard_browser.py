@@ -7,12 +7,11 @@ Screenshots go to $SPT_BROWSER_ARTIFACTS (default: the pytest tmp dir); the path
 import os
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
-from test_explorers_browser import ARGS, CHROMIUM, _free_port
+from test_explorers_browser import ARGS, CHROMIUM, _free_port, wait_until_serving
 
 pytestmark = pytest.mark.browser
 STUDY = "03_explicit_priors"
@@ -32,13 +31,7 @@ def board(tmp_path):
                             stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(120):
-            try:
-                urllib.request.urlopen(f"{url}/data/runs", timeout=2)
-                break
-            except OSError:
-                assert proc.poll() is None, (tmp_path / "tensorboard.log").read_text()
-                time.sleep(0.5)
+        wait_until_serving(f"{url}/data/runs", proc, tmp_path / "tensorboard.log", "tensorboard")
         yield url, out
     finally:
         proc.terminate()

@@ -4,7 +4,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import torch
@@ -81,22 +80,10 @@ def test_shard_auto_reads_the_array_task():
         shard_from_env({})
 
 
-def _task_process(controller: int) -> int:
-    """The pid of the task process a submitit local controller started."""
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-            cmd = (stat.parent / "cmdline").read_bytes()
-        except (OSError, IndexError, ValueError):
-            continue
-        if ppid == controller and b"submitit.core._submit" in cmd:
-            return int(stat.parent.name)
-    raise AssertionError(f"no submitit task under pid {controller}")
-
-
 @pytest.mark.skipif(torch.cuda.is_available(), reason="its two runs are the same only where "
                     "device auto is the CPU")
-def test_a_preempted_array_task_is_requeued_and_ends_with_the_uninterrupted_results(tmp_path):
+def test_a_preempted_array_task_is_requeued_and_ends_with_the_uninterrupted_results(tmp_path,
+                                                                                  child_pid):
     # two batch runs of the same cells (device cpu and auto are one device here): task 0 is
     # pre-empted part-way, task 1 runs through; both must end with the same results
     spec = {"fixed": {"tasks": ["listops"], "seeds": [0]}, "grid": {"device": ["cpu", "auto"]}}
@@ -108,7 +95,8 @@ def test_a_preempted_array_task_is_requeued_and_ends_with_the_uninterrupted_resu
     while not list((run0 / STUDY).glob("*.nc")):  # part-way: one cell of task 0 finished
         assert time.time() < deadline and not jobs[0].done(), jobs[0].stderr()
         time.sleep(0.2)
-    os.kill(_task_process(jobs[0]._process.pid), signal.SIGUSR2)  # what SLURM sends on preemption
+    task = child_pid(jobs[0]._process.pid, b"submitit.core._submit")
+    os.kill(task, signal.SIGUSR2)  # what SLURM sends on pre-emption
     for job in jobs:
         job.result()  # raises if a task failed
     log = jobs[0].stdout() + (jobs[0].stderr() or "")
