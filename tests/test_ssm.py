@@ -260,3 +260,51 @@ def test_presets_follow_table5():
     assert len(SSM_PRESETS) == 6 + 3 * 4
     with pytest.raises(KeyError, match="rows are"):
         ssm_preset("retrieval", "dlr")
+
+
+# ---------------------------------------------------------------- the final S4's layer options
+def test_n_ssm_shares_a_and_b_across_channels_as_the_s4_code_does():
+    from spt.models.ssm import S4Kernel
+    torch.manual_seed(0)
+    cfg = SSMConfig(kind="s4", d_model=6, d_state=8, n_ssm=2, max_len=16, init="random_ssm")
+    k = S4Kernel(cfg, 2)
+    assert k.log_neg_re.shape == k.im.shape == (2, 4) and k.P.shape == k.B.shape == (2, 4, 2)
+    assert k.C.shape == (2, 6, 4, 2) and k.log_dt.shape == (6,)
+    lam, P, B, C, dt = k.params()
+    for h in range(6):  # channel h reads copy h mod n_ssm ('t n -> (v t) n')
+        assert torch.equal(lam[h], lam[h % 2]) and torch.equal(P[h], P[h % 2])
+        assert torch.equal(B[h], B[h % 2])
+    assert not torch.equal(lam[0], lam[1])
+    K = k(16)
+    assert K.shape == (2, 6, 16) and not torch.allclose(K[:, 0], K[:, 2])  # C, dt per channel
+    full = sum(p.numel() for p in S4Kernel(SSMConfig(kind="s4", d_model=6, d_state=8,
+                                                     max_len=16), 2).parameters())
+    assert sum(p.numel() for p in k.parameters()) == full - 4 * (4 + 4 + 8 + 8)
+
+
+def test_tied_dropout_keeps_one_mask_along_the_sequence():
+    from spt.models.ssm import TiedDropout
+    torch.manual_seed(0)
+    drop = TiedDropout(0.5).train()
+    y = drop(torch.ones(3, 50, 8))
+    assert torch.equal(y, y[:, :1].expand_as(y))        # the same mask at every position
+    assert set(y.unique().tolist()) == {0.0, 2.0}
+    assert torch.equal(drop.eval()(torch.ones(3, 50, 8)), torch.ones(3, 50, 8))
+    block = SSMEncoder(SSMConfig(kind="s4", d_model=8, n_layers=1, d_state=4, max_len=16,
+                                 dropout=0.2, tie_dropout=True)).blocks[0]
+    assert isinstance(block.drop, TiedDropout)
+
+
+def test_dt_at_the_runs_lr_without_weight_decay():
+    from spt.config import TrainConfig
+    from spt.train.optim import param_groups
+    enc = SSMEncoder(SSMConfig(kind="s4", d_model=8, n_layers=1, d_state=4, max_len=16,
+                               lr=1e-3, dt_lr="run"))
+    groups = {n: (g["lr"], g["weight_decay"]) for g in
+              param_groups(enc, TrainConfig(lr=0.01, weight_decay=0.05, wd_groups="all"))
+              for n in g["names"]}
+    assert groups["blocks.0.kernel.log_dt"] == (0.01, 0.0)
+    assert groups["blocks.0.kernel.P"] == (1e-3, 0.0)
+    assert groups["blocks.0.kernel.C"] == (0.01, 0.05)
+    with pytest.raises(ValueError, match="n_ssm=3 must divide d_model=8"):
+        SSMConfig(kind="s4", d_model=8, n_ssm=3)

@@ -24,7 +24,12 @@ reset where it is built: :func:`spt.models.init.apply_init_`).
 Complex parameters are stored as real (..., 2) tensors (Adam sees real and imaginary parts), and the
 real part of Lambda through a transform that keeps it negative (S4 / S4D: log(-Re), DLR: sqrt(-Re)).
 The state-space parameters carry optimiser hints ``p._optim = {"lr": cfg.lr, "weight_decay": 0}``;
-S4 / S4D's C (like S4's) and the linear layers use the run's lr and weight decay.
+dt follows ``cfg.dt_lr`` (the final S4's LRA configs train it at the run's lr, still without weight
+decay); S4 / S4D's C (like S4's) and the linear layers use the run's lr and weight decay. S4 with
+``cfg.n_ssm = S < H`` learns S copies of (Lambda, P, B), channel h using copy h mod S (the S4
+code's n_ssm); C and dt stay per channel.
+With ``cfg.tie_dropout`` a dropout mask is drawn once per example and channel and shared along the
+sequence (the S4 code's tie_dropout).
 
 Padding: padded positions (right padding, ``valid`` False) are zeroed before each convolution, so
 the backward kernel of a bidirectional layer sees zeros there and real positions never depend on
@@ -45,12 +50,29 @@ from . import hippo
 from .init import paper_random_init_
 
 
-def _param(module: nn.Module, name: str, value: torch.Tensor, lr: Optional[float]) -> None:
-    """Register a float32 parameter; with `lr`, hint its own lr and no weight decay."""
+def _param(module: nn.Module, name: str, value: torch.Tensor, lr=None) -> None:
+    """Register a float32 parameter. `lr`: None - no hint (the run's lr and weight decay); a
+    float - that lr and no weight decay; "run" - the run's lr and no weight decay."""
     p = nn.Parameter(value.detach().to(torch.float32).contiguous())
-    if lr is not None:
+    if lr == "run":
+        p._optim = {"weight_decay": 0.0}
+    elif lr is not None:
         p._optim = {"lr": lr, "weight_decay": 0.0}
     module.register_parameter(name, p)
+
+
+class TiedDropout(nn.Module):
+    """Dropout of x (B, L, H) with one mask per example and channel, shared by all L positions."""
+
+    def __init__(self, p: float):
+        super().__init__()
+        self.p = p
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.p == 0.0:
+            return x
+        keep = torch.rand(x.shape[0], 1, x.shape[-1], device=x.device) >= self.p
+        return x * keep.to(x.dtype) / (1.0 - self.p)
 
 
 def _as_real(z: torch.Tensor) -> torch.Tensor:
@@ -78,7 +100,7 @@ class _Kernel(nn.Module):
         self.random = cfg.is_random_init
         if cfg.kind != "dlr":  # DLR has no step size: dt only sets the damping of its init
             dt = hippo.log_uniform(cfg.d_model, cfg.dt_min, cfg.dt_max)
-            _param(self, "log_dt", torch.log(dt), cfg.lr)
+            _param(self, "log_dt", torch.log(dt), cfg.lr if cfg.dt_lr is None else cfg.dt_lr)
 
 
 class S4Kernel(_Kernel):
@@ -87,16 +109,17 @@ class S4Kernel(_Kernel):
     def __init__(self, cfg: SSMConfig, n_dir: int):
         super().__init__(cfg, n_dir)
         H, N2, s = cfg.d_model, cfg.d_state // 2, cfg.random_std
-        self.L_kernel = cfg.max_len
+        S = cfg.n_ssm or H                     # trainable copies of (Lambda, P, B)
+        self.L_kernel, self.copies = cfg.max_len, H // S
         if self.random:  # every stored tensor ~ N(0, s^2), C-tilde included (no conversion)
-            log_re, im = hippo.random_normal(H, N2, std=s), hippo.random_normal(H, N2, std=s)
-            P, B = hippo.random_normal(H, N2, 2, std=s), hippo.random_normal(H, N2, 2, std=s)
+            log_re, im = hippo.random_normal(S, N2, std=s), hippo.random_normal(S, N2, std=s)
+            P, B = hippo.random_normal(S, N2, 2, std=s), hippo.random_normal(S, N2, 2, std=s)
             C = hippo.random_normal(n_dir, H, N2, 2, std=s)
         else:
             lam, p, b = hippo.legs_dplr(cfg.d_state)
-            log_re = torch.log(-lam.real).expand(H, N2)
-            im = lam.imag.expand(H, N2)
-            P, B = _as_real(p.expand(H, N2)), _as_real(b.expand(H, N2))
+            log_re = torch.log(-lam.real).expand(S, N2)
+            im = lam.imag.expand(S, N2)
+            P, B = _as_real(p.expand(S, N2)), _as_real(b.expand(S, N2))
             C = _as_real(hippo.complex_normal(n_dir, H, N2))
         for name, value in (("log_neg_re", log_re), ("im", im), ("P", P), ("B", B)):
             _param(self, name, value, cfg.lr)
@@ -108,10 +131,13 @@ class S4Kernel(_Kernel):
                 self.C.copy_(_as_real(c_to_ctilde(C_, Ab, self.L_kernel)))
 
     def params(self, dtype=None):
-        """(Lambda, P, B, C-tilde) complex (H, N2) / (n_dir, H, N2) and dt (H,); optional dtype."""
+        """(Lambda, P, B, C-tilde) complex (H, N2) / (n_dir, H, N2) and dt (H,); optional dtype.
+        With n_ssm copies of (Lambda, P, B), channel h reads copy h mod n_ssm."""
         t = (lambda x: x.to(dtype)) if dtype is not None else (lambda x: x)
+        tile = (lambda z: z.repeat(self.copies, 1)) if self.copies > 1 else (lambda z: z)
         lam = torch.complex(-torch.exp(t(self.log_neg_re)), t(self.im))
-        return lam, _c(t(self.P)), _c(t(self.B)), _c(t(self.C)), torch.exp(t(self.log_dt))
+        return (tile(lam), tile(_c(t(self.P))), tile(_c(t(self.B))), _c(t(self.C)),
+                torch.exp(t(self.log_dt)))
 
     def forward(self, L: int) -> torch.Tensor:
         if L > self.L_kernel:
@@ -267,7 +293,8 @@ class ConvBlock(nn.Module):
         self.kernel = kernel_fn(cfg, 1 if cfg.causal else 2)
         self.D = nn.Parameter(torch.randn(H))
         self.act = nn.GELU()
-        self.drop = nn.Dropout(cfg.dropout)
+        tied = getattr(cfg, "tie_dropout", False)
+        self.drop = TiedDropout(cfg.dropout) if tied else nn.Dropout(cfg.dropout)
         self.out = nn.Sequential(nn.Linear(H, 2 * H), nn.GLU()) if cfg.glu else nn.Linear(H, H)
 
     def _post(self, y: torch.Tensor) -> torch.Tensor:

@@ -48,6 +48,20 @@ FIELDS = {
     "patience": "early stopping: epochs without a better validation score (none: off)",
     "selection": "validation metric that picks the kept checkpoint",
     "dropout": "model dropout",
+    "tie_dropout": "SSM dropout mask shared along the sequence (S4's tie_dropout)",
+    "layers": "number of blocks",
+    "width": "model width (d_model, the SSM's H)",
+    "heads": "attention heads",
+    "ff": "Transformer feed-forward width",
+    "positions": "Transformer position encoding",
+    "state": "SSM state size N",
+    "n_ssm": "S4: trainable copies of (A, B) shared across the channels (the width: one each)",
+    "norm": "SSM block normalisation: layer or batch",
+    "prenorm": "SSM block: norm before the convolution (true) or after the residual (false)",
+    "ssm_lr": "learning rate of the state-space parameters (A, B; DLR: Lambda, C), no weight decay",
+    "dt_lr": "learning rate of dt, no weight decay (run: the run's lr)",
+    "dt_min": "smallest initial step size dt (DLR: damping range of Lambda)",
+    "dt_max": "largest initial step size dt",
     "pooling": "sequence pooling of the classifier",
     "head": "classifier head after pooling: linear or mlp",
     "causal": "unidirectional model",
@@ -63,7 +77,7 @@ FIELDS = {
 STAGES = ("pretrain", "finetune", "scratch")
 # the row names of the table's model column (the presets' Arm.row / StageView.row)
 MODEL_KEYS = ("transformer", "transformer_causal", "transformer_rotary",
-              "transformer_rotary_causal", "s4", "s4_random", "s4_v1", "dlr", "dlr_random",
+              "transformer_rotary_causal", "s4", "s4_random", "dlr", "dlr_random",
               "pythia")
 
 

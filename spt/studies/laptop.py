@@ -51,12 +51,14 @@ def digits(n_train=None, fraction: float = 1.0, tokens: bool = False, size: int 
 
 
 def ssm(model: SSMConfig, seq_len: int, d_state: int = 64) -> SSMConfig:
-    """The paper's S4 / DLR row (its kind, init, norm, pooling) at laptop size: d=64 x 3 layers,
-    state size `d_state`, dropout 0.1. The classifier head and DLR's output stay as the laptop
-    runs were measured (docs/laptop_presets_measured.md): spt's MLP head, DLR without the GLU the
-    paper rows now use; the laptop presets stand in for the paper, they do not copy its rows."""
+    """The paper's S4 / DLR row (its kind, init, norm, pooling, SSM lr and dt range) at laptop
+    size: d=64 x 3 layers, state size `d_state`, dropout 0.1. The rest stays as the laptop runs
+    were measured (docs/laptop_presets_measured.md): spt's MLP head, DLR without the GLU the paper
+    rows use, post-norm, one (A, B) per channel, dt at the SSM lr, untied dropout; the laptop
+    presets stand in for the paper, they do not copy its rows."""
     return fit_len(replace(model, d_model=D_MODEL, n_layers=N_LAYERS, d_state=d_state,
-                           dropout=0.1, head="mlp", glu=model.kind != "dlr"), seq_len)
+                           dropout=0.1, head="mlp", glu=model.kind != "dlr", prenorm=False,
+                           n_ssm=None, dt_lr=None, tie_dropout=False), seq_len)
 
 
 def steps_per_epoch(n_train: int) -> int:

@@ -1,7 +1,9 @@
 """The arms of a paper row: self-pretraining then finetuning, and training from scratch.
 
     spt_arm(transformer_preset("text", "rotary_masked"))   # Table 4 row -> SPT arm
-    scratch_arm(ssm_preset("text", "s4"))                  # Gu et al.'s S4 from scratch
+    scratch_arm(ssm_preset("text", "s4"))                  # the final S4 from scratch
+
+Both arms of a row train the same model: one architecture, two initialisations.
 """
 from __future__ import annotations
 
@@ -19,13 +21,12 @@ TRANSFORMER_SCRATCH_NOTE = ("Table 4 gives no from-scratch settings: the masked 
 
 
 def scratch_arm(preset) -> Arm:
-    """From-scratch arm of a row: its own scratch settings (SSM rows: Table 5's, or Gu et al.'s
-    for HiPPO S4, with their model and task options) or the finetuning settings (Transformer rows:
-    the paper gives no separate ones)."""
+    """From-scratch arm of a row, on the row's model: its own scratch settings (SSM rows: Table 5's,
+    or the final S4 paper's for HiPPO S4) or the finetuning settings (Transformer rows: the paper
+    gives no separate ones)."""
     own = getattr(preset, "scratch", None)
     if own is not None:
-        return Arm(model=preset.scratch_model or preset.model, train=own,
-                   note=getattr(preset, "scratch_note", ""), row=preset.scratch_row,
-                   task_options=preset.scratch_options)
+        return Arm(model=preset.model, train=own, note=getattr(preset, "scratch_note", ""),
+                   row=preset.row)
     return Arm(model=preset.model, train=preset.finetune, note=TRANSFORMER_SCRATCH_NOTE,
                row=preset.row)

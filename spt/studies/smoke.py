@@ -15,6 +15,7 @@ and the smoke sizes: the paper's models shrunk (:func:`shrink`), a few epochs at
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import sys
 from pathlib import Path
@@ -110,6 +111,8 @@ def shrink(model, **sizes):
     else:
         base = dict(d_model=32, n_layers=2, n_heads=2, d_ff=64)
     base.update(sizes)
+    if getattr(model, "n_ssm", None):  # shared (A, B) copies that still divide the width
+        base["n_ssm"] = math.gcd(model.n_ssm, base["d_model"])
     return replace(model, **base)
 
 

@@ -70,6 +70,22 @@ VALIDATION = {"listops": "official", "retrieval": "official", "text": "train10%"
               "bidmc": "train1/7"}
 
 
+def model_values(m) -> dict:
+    """The architecture fields of a model config (None where the config has no such field)."""
+    ssm = getattr(m, "kind", None) in ("s4", "s4d", "dlr")
+    out = {"layers": getattr(m, "n_layers", None), "width": getattr(m, "d_model", None),
+           "heads": getattr(m, "n_heads", None), "ff": getattr(m, "d_ff", None),
+           "positions": getattr(m, "positions", None) if not ssm else None,
+           "state": None, "n_ssm": None, "norm": None, "prenorm": None, "ssm_lr": None,
+           "dt_lr": None, "dt_min": None, "dt_max": None, "tie_dropout": None}
+    if ssm:
+        out.update(state=m.d_state, norm=m.norm, prenorm=m.prenorm, ssm_lr=m.lr,
+                   dt_lr=None if m.kind == "dlr" else (m.lr if m.dt_lr is None else m.dt_lr),
+                   dt_min=m.dt_min, dt_max=m.dt_max, tie_dropout=m.tie_dropout,
+                   n_ssm=(m.n_ssm or m.d_model) if m.kind == "s4" else None)
+    return out
+
+
 def stage_values(v: StageView) -> dict:
     """{field: value} of a stage, in the units of paper_settings.tsv (batch = examples per
     optimiser step, budget in hours, epochs None without a cap, ...)."""
@@ -95,6 +111,7 @@ def stage_values(v: StageView) -> dict:
         "budget_h": None if t.max_time is None else t.max_time / 3600,
         "patience": t.patience, "selection": select,
         "dropout": getattr(m, "dropout", None),
+        **model_values(m),
         "pooling": v.pooling or getattr(m, "pooling", None),
         "head": v.head or getattr(m, "head", None),
         "causal": getattr(m, "causal", None), "glu": getattr(m, "glu", None),

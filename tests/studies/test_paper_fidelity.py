@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 
-from spt.config import DAY, replace, transformer_preset
-from spt.ssm_config import ssm_preset
-from spt.studies import QUICKSTART, STUDIES, departures, fidelity
+from spt.config import DAY, replace, to_dict, transformer_preset
+from spt.ssm_config import SSM_PRESETS, ssm_preset
+from spt.studies import QUICKSTART, STUDIES, departures, fidelity, transformers_vs_s4
 from spt.studies.stages import StageView, stage_values
 
 
@@ -140,14 +140,92 @@ def test_transformers_on_pathx_and_speech_commands_have_five_days():
     assert transformer_preset("text", "masked").finetune.max_time == DAY
 
 
-def test_s4_from_scratch_is_gu_et_al_v1():
-    p = ssm_preset("pathfinder", "s4")
-    assert (p.scratch.schedule, p.scratch.patience, p.scratch.max_time, p.scratch.warmup_steps,
-            p.scratch.epochs, p.scratch.plateau_patience) == ("plateau", None, None, 0, 200, 10)
-    assert p.scratch_model.causal and p.scratch_model.pooling == "last"
-    text = ssm_preset("text", "s4")
-    assert dict(text.scratch_options) == {"seq_len": 2048}
-    assert text.scratch_row == ("s4_v1", "text")
+# The final S4 (Gu et al. 2022a, App. D.2 Table 11) as the authors' s4-lra-<task>.yaml give it:
+# (layers, width, norm, prenorm, dropout, weight decay, n_ssm, SSM lr, dt lr, dt_min)
+FINAL_S4 = {"listops": (8, 128, "batch", False, 0.0, 0.05, None, 1e-3, "run", 1e-3),
+            "text": (6, 256, "batch", True, 0.0, 0.05, None, 1e-3, "run", 1e-3),
+            "retrieval": (6, 256, "batch", True, 0.0, 0.05, None, 1e-3, "run", 1e-3),
+            "image": (6, 512, "layer", False, 0.1, 0.05, 2, 1e-3, "run", 1e-3),
+            "pathfinder": (6, 256, "batch", True, 0.0, 0.03, None, 1e-3, None, 1e-3),
+            "pathx": (6, 256, "batch", True, 0.0, 0.05, None, 5e-4, None, 1e-4)}
+
+
+@pytest.mark.parametrize("task", sorted(FINAL_S4))
+def test_s4_is_the_final_s4_of_table_11(task):
+    for variant in ("s4", "s4_random"):
+        if (task, variant) not in SSM_PRESETS:
+            continue
+        p = ssm_preset(task, variant)
+        m = p.model
+        assert (m.n_layers, m.d_model, m.norm, m.prenorm, m.dropout, p.finetune.weight_decay,
+                m.n_ssm, m.lr, m.dt_lr, m.dt_min) == FINAL_S4[task], (task, variant)
+        assert (m.kind, m.d_state, m.glu, m.causal, m.dt_max) == ("s4", 64, True, False, 0.1)
+        assert m.tie_dropout == (task == "image")
+        assert p.pretrain.weight_decay == p.scratch.weight_decay == p.finetune.weight_decay
+
+
+def test_s4_from_scratch_is_the_final_s4_runs_on_the_same_model():
+    # the authors' s4-lra-<task>.yaml: (lr, batch, max_epochs); no early stopping, no time budget
+    runs = {"listops": (1e-2, 50, 40), "text": (1e-2, 16, 32), "retrieval": (1e-2, 64, 20),
+            "image": (1e-2, 50, 200), "pathfinder": (4e-3, 64, 200), "pathx": (5e-4, 16, 50)}
+    for task, run in runs.items():
+        p = ssm_preset(task, "s4")
+        assert (p.scratch.lr, p.scratch.batch_size, p.scratch.epochs) == run, task
+        assert (p.scratch.patience, p.scratch.max_time) == (None, None), task
+        assert (p.scratch.schedule, p.scratch.warmup_steps, p.scratch.schedule_steps) == (
+            p.finetune.schedule, p.finetune.warmup_steps, p.finetune.schedule_steps), task
+    arms = {i: a for (m, i), a in transformers_vs_s4.paper_arms("text").items() if m == "s4"}
+    assert arms["scratch"].model == arms["spt"].model
+    assert not arms["scratch"].task_options  # Text at the length S4 + SPT reads
+
+
+def _comparisons(study):
+    """{cell coordinates but the initialisation: {"scratch": [model], "spt": [model, ...]}}."""
+    out = {}
+    for coords, views, _ in study.stage_views("paper"):
+        key = "spt_share" if "spt_share" in coords else "init"
+        if key not in coords:
+            continue
+        rest = tuple((k, v) for k, v in coords.items() if k != key)
+        side = "scratch" if [v.stage for v in views] == ["scratch"] else "spt"
+        out.setdefault(rest, {"scratch": [], "spt": []})[side] += [v.model for v in views]
+    return out
+
+
+COMPARING = [n for n, s in STUDIES.items()
+             if any(g["scratch"] and g["spt"] for g in _comparisons(s).values())]
+
+
+@pytest.mark.parametrize("name", COMPARING)
+def test_scratch_and_spt_stages_of_a_cell_build_the_same_architecture(name):
+    """One model, two initialisations: every stage of a comparison trains the scratch arm's
+    model; a causal SPT arm differs only where its objective needs it (causal, last pooling)."""
+    groups = _comparisons(STUDIES[name])
+    assert groups
+    for rest, sides in groups.items():
+        if not (sides["scratch"] and sides["spt"]):
+            continue
+        base = sides["scratch"][0]
+        assert all(m == base for m in sides["scratch"]), (name, rest)
+        for m in sides["spt"]:
+            a, b = to_dict(base), to_dict(m)
+            if b.get("causal") and not a.get("causal"):
+                for k in ("causal", "pooling"):
+                    a.pop(k), b.pop(k)
+            assert type(m) is type(base) and a == b, (name, rest)
+
+
+def test_a_drifted_width_or_norm_is_caught():
+    _, views, _ = STUDIES["02_transformers_vs_s4"].stage_views("paper", tasks=["text"])[-1]
+    v = views[-1]
+    assert v.row[0] == "s4"
+    for change, field in ((dict(d_model=128), "width"), (dict(norm="layer"), "norm"),
+                          (dict(n_layers=4), "layers"), (dict(prenorm=False), "prenorm"),
+                          (dict(dt_lr=None), "dt_lr"), (dict(n_ssm=2), "n_ssm")):
+        drifted = dataclasses.replace(v, model=replace(v.model, **change))
+        unstated = {f.field for f in fidelity.compare("02", {"task": "text"}, drifted)
+                    if not f.stated}
+        assert unstated == ({field, "n_ssm"} if field == "width" else {field}), change
 
 
 def test_patience_is_stated_and_cannot_stop_a_run_in_its_warmup(cells):
@@ -158,20 +236,41 @@ def test_patience_is_stated_and_cannot_stop_a_run_in_its_warmup(cells):
     # tests/test_schedules.py::test_patience_does_not_count_epochs_that_end_in_the_warmup
 
 
-def test_s4_cosines_span_the_authors_step_counts():
-    caps = {t: ssm_preset(t, "s4").finetune.max_steps for t in ("text", "image", "pathx")}
-    assert caps == {"text": 50_000, "image": 200_000, "pathx": 500_000}
+def test_s4_cosines_follow_the_authors_scheduler_literally():
+    caps = {t: (ssm_preset(t, "s4").finetune.max_steps, ssm_preset(t, "s4").finetune.schedule_steps)
+            for t in ("text", "image", "pathx")}
+    assert caps == {"text": (50_000,) * 2, "image": (200_000,) * 2, "pathx": (500_000,) * 2}
     assert ssm_preset("listops", "s4").finetune.schedule == "constant"
 
 
-def test_dlr_has_the_authors_glu_dropout_and_schedules():
-    for t in ("listops", "text", "image", "pathx"):
+def test_dlr_has_the_authors_sizes_glu_dropout_and_schedules():
+    sizes = {"listops": (8, 128, False), "text": (6, 256, True), "image": (6, 512, True),
+             "pathx": (6, 256, True)}
+    for t, size in sizes.items():
         p = ssm_preset(t, "dlr")
-        assert p.model.glu and p.model.dropout == 0.0
+        m = p.model
+        assert (m.n_layers, m.d_model, m.prenorm) == size, t
+        assert (m.glu, m.dropout, m.norm, m.d_state, m.lr, p.finetune.weight_decay) == (
+            True, 0.0, "layer", 1024, 1e-4, 0.05)
     assert (ssm_preset("text", "dlr").finetune.schedule,
             ssm_preset("image", "dlr").finetune.schedule) == ("constant", "constant")
     px = ssm_preset("pathx", "dlr").finetune
     assert (px.schedule, px.warmup_steps, px.max_steps) == ("cosine", 5000, 250_000)
+
+
+def test_study_07_s4s_are_their_configs():
+    from spt.studies import modalities
+    arms = {t: modalities.s4_arms(t)["spt"].model for t in modalities.TASKS}
+    assert {t: (m.d_model, m.d_state, m.n_ssm, m.norm, m.prenorm, m.dropout, m.tie_dropout)
+            for t, m in arms.items()} == {
+        "speech_causal": (128, 64, 64, "batch", True, 0.0, False),
+        "speech_bi": (128, 64, 64, "batch", True, 0.0, False),
+        "scifar": (512, 64, 2, "layer", False, 0.1, True),
+        "bidmc_hr": (128, 256, 2, "layer", True, 0.0, False),
+        "bidmc_rr": (128, 256, 2, "layer", True, 0.0, False),
+        "bidmc_spo2": (128, 256, 2, "layer", True, 0.0, False)}
+    t = modalities.paper_arms("scifar")[("transformer", "spt")]
+    assert t.pretrain.warmup_steps == 2000
 
 
 def test_weight_decay_groups_and_heads_are_the_authors():
