@@ -235,8 +235,8 @@ def add_study_commands(subparsers) -> argparse.ArgumentParser:
                        description="For every cell and stage of a study's preset: examples, steps "
                        "per epoch, the step cap, warmup, the lr schedule's shape (lr at 0/10/50/100%% "
                        "of the cap), patience in steps, validations, time budget; flags what cannot "
-                       "work as intended (a warmup that outlasts the run, a cosine that cannot "
-                       "decay, an empty split) and exits 1 on a flag unless --allow-flags. Without "
+                       "work as intended (a warmup that outlasts the run, an empty split) and "
+                       "exits 1 on a flag unless --allow-flags. Without "
                        "-p data_root a paper preset is sized by the paper's split sizes.")
     q.add_argument("name", nargs="+", help="study name(s) (see `spt study list`), or all")
     q.add_argument("--preset", default="paper", help="preset to plan (default paper)")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import PAPER_PATIENCE as PATIENCE
-from .values import same
+from .values import ANY, same
 
 
 @dataclass(frozen=True)
@@ -46,11 +46,18 @@ FRACTIONS = ("C.1.4 finetunes and trains from scratch 'until convergence': the a
              "bounded by those steps, not 200 epochs (200 epochs of the 112 Text examples of "
              "fraction 0.005 are 1,400 steps, ending before the 5,000-step warmup)")
 
+FRACTION_VALIDATION = ("a GPU saver at small fractions: a run on a fraction f of the data "
+                       "validates every 1/f epochs (once per full-data epoch of steps) and its "
+                       "patience is 10/f epochs, so every fraction validates as often as the full "
+                       "data; validating each epoch, Text pretraining at fraction 0.005 would run "
+                       "2,857 validations over 2,500 reviews, 22x the examples it trains on")
+
 DEPARTURES: tuple = (
     Departure("patience", PATIENCE, GPU_SAVER, stage="finetune,scratch"),
     Departure("validation", "train10%", TEXT_VALIDATION, task="text"),
     Departure("validation", "train1/7", BIDMC_VALIDATION, task="bidmc_hr,bidmc_rr,bidmc_spo2"),
     Departure("epochs", None, FRACTIONS, study="04", stage="finetune,scratch"),
+    Departure("patience", ANY, FRACTION_VALIDATION, study="04", stage="finetune,scratch"),
 )
 
 
@@ -60,3 +67,50 @@ def reason_for(study: str, model: str, task: str, stage: str, field: str, ours) 
         if d.covers(study, model, task, stage, field, ours):
             return d.reason
     return ""
+
+
+# Readings: how spt reads what the paper and the authors' configs leave open or say two ways. Each
+# applies to the stages its test picks out and is printed by Study.deviations beside the departures.
+COSINE = ("cosines follow the authors' scheduler literally: a cosine spans schedule_steps, their "
+          "num_training_steps, whatever the batch size or epochs (so a run whose epochs end first "
+          "stops above 0: S4 Image finetuning at batch 512 ends its 200 epochs at about 17.6K of "
+          "200K steps, lr still 98% of peak), and the run stops at that step (max_steps), where "
+          "the cosine reaches 0")
+MAX_EPOCHS = ("epochs: SPT stages take the paper's 'maximum of 200 epochs' (C.1); the authors' "
+              "configs set their own trainer.max_epochs per task (s4-lra-listops 40, -imdb 32, "
+              "-aan 20, -pathx 50; -listops-mlm 100; transformer-lra-imdb 65, -aan 32, "
+              "-cifar-mlm 50, ...). S4 from scratch keeps its config's epochs: those are the runs "
+              "the paper cites")
+FOUR_GPUS = ("budget: C.1's 5-day (Transformers on PathX and Speech Commands) and 2-day (Pythia) "
+             "budgets were on 4 GPUs; max_time is wall clock, so one GPU gets a quarter of that "
+             "compute: run on 4 (torchrun --nproc_per_node 4) to match it")
+TEXT_LENGTH = ("Text length: Sec. 3 says IMDb reviews of 'up to 2048' characters; the authors' "
+               "configs (configs/dataset/imdb.yaml, s4-lra-imdb.yaml, transformer-lra-imdb.yaml: "
+               "l_max 4096) read 4,096 bytes, as spt does")
+MLP_HEAD = ("head: spt's MLP head is Linear -> GELU -> Linear; the authors' nonlinear decoders "
+            "(src/tasks/decoders.py, the retrieval decoder included) use ReLU")
+
+
+def _readings():
+    def budget(v, days):
+        return v.train.max_time is not None and abs(v.train.max_time - days * 86400) < 1
+
+    return (
+        (COSINE, lambda v: v.train.schedule == "cosine" and v.train.schedule_steps is not None),
+        (MAX_EPOCHS, lambda v: v.stage != "scratch" and v.train.epochs == 200),
+        (FOUR_GPUS, lambda v: budget(v, 5) or budget(v, 2)),
+        (TEXT_LENGTH, lambda v: getattr(v.task, "name", "") == "text"),
+        (MLP_HEAD, lambda v: v.stage != "pretrain" and (v.head or getattr(v.model, "head", ""))
+         == "mlp"),
+    )
+
+
+def readings(cells) -> list:
+    """[(coords, text)] of every reading that applies to a stage of the (coords, [StageView])
+    cells: the rule spt chose where the paper and the authors' configs disagree or are silent."""
+    out = []
+    for coords, views in cells:
+        for text, applies in _readings():
+            if any(applies(v) for v in views):
+                out.append((coords, text))
+    return out

@@ -8,8 +8,9 @@ and its TrainConfig:
     warmup, the lr schedule's shape (lr at 0 / 10 / 50 / 100 % of the cap), patience in steps and
     the step from which it counts, the validation cadence and the time budget,
 
-and flags what cannot work as intended: a warmup that does not end within the run, a cosine that
-cannot decay, an empty split. ``spt study plan NAME`` exits 1 on a flag unless told otherwise.
+and flags what cannot work as intended: a warmup that does not end within the run, an empty
+split; it notes a cosine of a set length (schedule_steps) that stays near its peak within the
+run. ``spt study plan NAME`` exits 1 on a flag unless told otherwise.
 
     plans = plan("04_data_scales", preset="paper")          # one StagePlan per cell and stage
     print(format_plans(plans))
@@ -25,7 +26,7 @@ from .stages import StageView
 
 # where the plan reads the lr (fractions of the step cap)
 SHAPE_POINTS = (0.0, 0.1, 0.5, 1.0)
-# a cosine whose lowest lr within the run stays at or above this share of its peak cannot decay
+# a cosine whose lowest lr within the run stays at or above this share of its peak is noted
 COSINE_FLOOR = 0.5
 
 
@@ -110,9 +111,12 @@ def _check(p: StagePlan, cfg) -> None:
     if p.schedule == "cosine":
         lowest = min(lr_at(cfg, s, p.cap, p.steps_per_epoch)
                      for s in _samples(p.warmup, p.cap))
+        # a cosine spans the run unless its length is set (schedule_steps): only a set length,
+        # chosen on purpose (the authors' num_training_steps), can leave the lr near its peak
         if lowest >= COSINE_FLOOR:
-            p.flags.append(f"the cosine cannot decay: its lowest lr within the run's {p.cap} "
-                           f"steps is {lowest:.0%} of its peak")
+            p.notes.append(f"the cosine spans its set {cfg.schedule_steps} steps (schedule_steps): "
+                           f"within the run's {p.cap} steps its lr stays at or above "
+                           f"{lowest:.0%} of its peak")
     if p.patience_steps is not None and p.patience_steps < p.warmup:
         p.notes.append(f"patience ({p.patience_steps} steps) is shorter than the warmup "
                        f"({p.warmup}): it counts only from step {p.patience_from}, the warmup's "

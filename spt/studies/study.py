@@ -208,6 +208,7 @@ class Study:
         every setting that differs from spt/studies/paper_settings.tsv, with its reason
         (:mod:`spt.studies.fidelity`), then how the preset reads ambiguous cells of the paper;
         for the other presets, what they stand in for."""
+        from .departures import readings
         from .fidelity import departures_table
         if preset == "paper" and "paper" not in self.presets and self.no_paper:
             return departures_table(self.number, [], [({"preset": "paper"}, self.no_paper)])
@@ -218,7 +219,7 @@ class Study:
                                     [({"preset": p.name}, p.note or "not the paper's settings")]
                                     + notes)
         cells = [(dict(e.coords), e.job.stages(e.task)) for e in p.entries]
-        return departures_table(self.number, cells, notes)
+        return departures_table(self.number, cells, notes + readings(cells))
 
     def table(self, ds: xr.Dataset):
         """Our results beside the paper's (the study's own table)."""

@@ -231,7 +231,8 @@ def test_a_drifted_width_or_norm_is_caught():
 def test_patience_is_stated_and_cannot_stop_a_run_in_its_warmup(cells):
     patient = [v for _, _, v in cells if v.train.patience is not None]
     assert patient and all(v.stage != "pretrain" for v in patient)
-    assert all(v.train.patience == departures.PATIENCE for v in patient)
+    # 10 epochs, or 10 full-data epochs of steps on a data fraction (study 04)
+    assert all(v.train.patience == departures.PATIENCE * v.train.eval_every for v in patient)
     assert "warmup has ended" in departures.GPU_SAVER  # the engine's rule, tested in
     # tests/test_schedules.py::test_patience_does_not_count_epochs_that_end_in_the_warmup
 
@@ -290,3 +291,24 @@ def test_text_length_and_validation_splits_are_stated():
     assert any(d.field == "validation" and "bidmc" in d.task for d in rows)
     ref = fidelity.reference("02", "s4", "text", "finetune")["seq_len"]
     assert ref.value == 4096 and "2048" in ref.source
+
+
+def test_deviations_print_every_reading():
+    whys = set(STUDIES["02_transformers_vs_s4"].deviations("paper")["why"])
+    for text in (departures.COSINE, departures.MAX_EPOCHS, departures.FOUR_GPUS,
+                 departures.TEXT_LENGTH, departures.MLP_HEAD):
+        assert text in whys
+    assert departures.FOUR_GPUS in set(STUDIES["05_text_corpus_pretraining"]
+                                       .deviations("paper")["why"])
+
+
+def test_small_fractions_validate_as_often_in_steps_as_the_full_data():
+    views = {(c["task"], c["fraction"], c["init"]): v
+             for c, v, _ in STUDIES["04_data_scales"].stage_views("paper")}
+    pt, ft = views["text", 0.005, "spt"]
+    assert (pt.train.eval_every, ft.train.eval_every, ft.train.patience) == (200, 200, 2000)
+    (full,) = views["text", 1.0, "scratch"]
+    assert (full.train.eval_every, full.train.patience) == (1, departures.PATIENCE)
+    # Text pretraining at 0.005: 40K steps of batch 8 over 112 reviews = 2,857 epochs
+    epochs = 40_000 * 8 / 112
+    assert epochs / pt.train.eval_every < 15  # validations, as at the full data (about 14)
