@@ -21,8 +21,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from spt.config import TrainConfig, transformer_preset  # noqa: E402
-from spt.ssm_config import ssm_preset
+from spt.config import TrainConfig  # noqa: E402
+from spt.paper import ssm_row, transformer_row  # noqa: E402
 from spt.train.throughput import StepReport, measure_training_step, peak_matmul_flops, synthetic_spec  # noqa: E402
 
 L_PATHX256 = 256 * 256
@@ -37,7 +37,7 @@ def main(argv=None) -> list:
     a = ap.parse_args(argv)
     device = torch.device("cuda" if torch.cuda.is_available() and not a.smoke else "cpu")
     L, bsz, steps = (256, 2, 1) if a.smoke else (L_PATHX256, a.batch, a.steps)
-    tr, s4 = transformer_preset("pathx", "masked"), ssm_preset("pathx", "s4")
+    tr, s4 = transformer_row("pathx", "masked"), ssm_row("pathx", "s4")
     models = [("transformer:pathx256", dataclasses.replace(tr.model, max_len=L), tr.objective),
               ("s4:pathx256", dataclasses.replace(s4.model, max_len=L), s4.objective)]
     if a.smoke:

@@ -23,8 +23,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from spt.config import TRANSFORMER_PRESETS, TrainConfig, TransformerConfig, transformer_preset
-from spt.ssm_config import SSM_PRESETS, ssm_preset
+from spt.config import TrainConfig, TransformerConfig  # noqa: E402
+from spt.paper import SSM_ROWS, TRANSFORMER_ROWS, ssm_row, transformer_row  # noqa: E402
 from spt.train.throughput import StepReport, measure_training_step, peak_matmul_flops, synthetic_spec  # noqa: E402
 
 # LRA sequence lengths and continuous channels per task (the data modules' TaskSpecs).
@@ -47,8 +47,8 @@ def _shrink(model):
 def rows(all_rows: bool):
     if not all_rows:
         return DEFAULT_ROWS
-    return ([("transformer", t, v) for t, v in TRANSFORMER_PRESETS]
-            + [("s4", t, v) for t, v in SSM_PRESETS])
+    return ([("transformer", t, v) for t, v in TRANSFORMER_ROWS]
+            + [("s4", t, v) for t, v in SSM_ROWS])
 
 
 def main(argv=None) -> list[StepReport]:
@@ -74,8 +74,8 @@ def main(argv=None) -> list[StepReport]:
     print(StepReport.header())
     out = []
     for family, task, variant in rows(a.all):
-        preset = transformer_preset(task, variant) if family == "transformer" else \
-            ssm_preset(task, variant)
+        preset = transformer_row(task, variant) if family == "transformer" else \
+            ssm_row(task, variant)
         model, L, bsz = preset.model, SEQ_LEN[task], a.batch or preset.pretrain.batch_size
         if family == "s4":
             model = dataclasses.replace(model, max_len=max(model.max_len, L))

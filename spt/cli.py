@@ -34,11 +34,11 @@ def _cmd_env(args) -> int:
 
 def _cmd_presets(args) -> int:
     """The paper's hyper-parameter presets (Table 4 Transformer rows)."""
-    from .config import TRANSFORMER_PRESETS
+    from .paper import TRANSFORMER_ROWS
 
     print(f"{'task':<12}{'variant':<15}{'d':>5}{'depth':>6}{'heads':>6}{'ff':>6}  {'pool':<5}"
           f"{'obj':<7}{'ratio':>6}{'loss':>5}{'PT lr/bsz':>14}{'FT lr/bsz':>14}")
-    for (task, variant), p in TRANSFORMER_PRESETS.items():
+    for (task, variant), p in TRANSFORMER_ROWS.items():
         m, o = p.model, p.objective
         print(f"{task:<12}{variant:<15}{m.d_model:>5}{m.n_layers:>6}{m.n_heads:>6}{m.d_ff:>6}  "
               f"{m.pooling:<5}{o.kind:<7}{o.mask_ratio if o.kind == 'masked' else '-':>6}{o.loss:>5}"

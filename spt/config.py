@@ -1,4 +1,4 @@
-"""Frozen configuration dataclasses and the paper's Transformer hyper-parameters as named presets.
+"""Frozen configuration dataclasses: the schema of every run.
 
 Every run of ``spt`` is described by three objects:
 
@@ -7,11 +7,10 @@ Every run of ``spt`` is described by three objects:
 * :class:`ObjectiveConfig`   - the self-pretraining objective (masked or causal denoising, loss).
 * :class:`TrainConfig`       - optimisation (lr, batch size, schedule, epochs, early stopping).
 
-Presets for the Transformer rows of Table 4 of Amos, Berant & Gupta (ICLR 2024) live in
-:data:`TRANSFORMER_PRESETS`; :func:`transformer_preset` returns the three configs of one row.
-All configs are plain frozen dataclasses: change a field with :func:`replace`.
+The paper's settings built from these (Table 4's Transformer rows and the rest) live in
+:mod:`spt.paper`. All configs are plain frozen dataclasses: change a field with :func:`replace`.
 
-The modules depend one way: :mod:`spt.ssm_config` (SSMConfig, the S4 / DLR rows) imports this one,
+The modules depend one way: :mod:`spt.ssm_config` (SSMConfig) imports this one,
 and :mod:`spt.model_config` (how checkpoints store either model config) imports both.
 """
 from __future__ import annotations
@@ -350,125 +349,3 @@ def replace(cfg, **changes):
 def to_dict(cfg) -> dict:
     """A JSON-friendly dict of a config dataclass (tuples become lists)."""
     return dataclasses.asdict(cfg)
-
-
-@dataclass(frozen=True)
-class Preset:
-    """One row of the paper's Table 4: a model plus its pretraining and finetuning settings.
-
-    row : (model key, task key) of the row in spt/studies/paper_settings.tsv, the table of the
-          paper's and the authors' settings that spt.studies.fidelity checks the presets against.
-    """
-
-    model: TransformerConfig
-    objective: ObjectiveConfig
-    pretrain: TrainConfig
-    finetune: TrainConfig
-    source: str = "Amos, Berant & Gupta (ICLR 2024), Table 4"
-    row: tuple = ()
-
-
-# What the paper leaves to "our repository" (App. C.1), from the authors' released configs
-# (github IdoAmos/not-from-scratch, configs/optimizer/adamw.yaml, configs/trainer/default.yaml,
-# train.py, configs/experiment/**): AdamW betas (0.9, 0.999) decaying every parameter without an
-# optimiser hint (biases and norms too), no gradient clipping, dropout 0 in every Transformer.
-# The budget is the paper's: 200 epochs or 24 h per stage, whichever comes first; 5 days for the
-# Transformers on PathX and Speech Commands (C.1: "5 days on 4 GPUs").
-PAPER_BETAS = (0.9, 0.999)
-DAY = 24 * 3600
-PAPER_OPTIM = dict(betas=PAPER_BETAS, grad_clip=None, max_time=DAY, wd_groups="all")
-# A finetuning or from-scratch run stops after this many epochs without a better validation score,
-# counted once its warmup has ended: a GPU saver the paper does not use (its runs train 200 epochs
-# or 24 h); spt.studies.departures states it.
-PAPER_PATIENCE = 10
-LONG_BUDGET = {"pathx": 5 * DAY, "speech": 5 * DAY}
-# The authors' Transformer configs per task: (finetuning warmup, pretraining warmup, head).
-# Finetuning is a linear warmup then a constant lr, but on Speech Commands (ReduceLROnPlateau,
-# patience 10, factor 0.2, no warmup: sc/transformer-sc.yaml) and BIDMC (multistep: the lr halves
-# at epochs 100, 200, ...; bidmc/roformer-bidmc.yaml). Heads: their `sequence` decoder is one
-# Linear after pooling, `sequence_nonelinear` (Text, Image) and the retrieval decoder an MLP.
-_TRANSFORMER_CONFIGS = {
-    "listops": (2000, 2000, "linear"), "text": (2000, 5000, "mlp"),
-    "retrieval": (5000, 2000, "mlp"), "image": (2000, 2500, "mlp"),
-    "pathfinder": (5000, 2500, "linear"), "pathx": (5000, 5000, "linear"),
-    "speech": (0, 2000, "linear"), "bidmc_hr": (0, 500, "linear"),
-    "bidmc_rr": (0, 500, "linear"), "bidmc_spo2": (0, 500, "linear")}
-_FT_SCHEDULE = {"speech": dict(schedule="plateau", plateau_patience=10, plateau_factor=0.2),
-                **{t: dict(schedule="multistep", lr_milestones=(100, 200, 300, 400, 500),
-                           lr_gamma=0.5) for t in ("bidmc_hr", "bidmc_rr", "bidmc_spo2")}}
-_ROW_KEYS = {("sinusoidal", False): "transformer", ("sinusoidal", True): "transformer_causal",
-             ("rotary", False): "transformer_rotary", ("rotary", True): "transformer_rotary_causal"}
-
-
-def pretrain_select(loss: str) -> str:
-    """App. C.1: the pretraining checkpoint with the highest validation accuracy (CE) / R2 (L1)."""
-    return "accuracy" if loss == "ce" else "r2"
-
-
-def _row(task, d, depth, heads, ff, pooling, lr, bsz, wd, loss, *, positions="sinusoidal",
-         causal=False, mask_ratio=0.5, max_len=4096, local_block=None) -> Preset:
-    """Table 4 lists (FT, PT) pairs for LR and BSZ."""
-    (ft_lr, pt_lr), (ft_bsz, pt_bsz) = lr, bsz
-    ft_warm, pt_warm, head = _TRANSFORMER_CONFIGS[task]
-    optim = dict(PAPER_OPTIM, max_time=LONG_BUDGET.get(task, DAY))
-    ft_schedule = _FT_SCHEDULE.get(task, dict(schedule="constant"))
-    return Preset(
-        model=TransformerConfig(d_model=d, n_layers=depth, n_heads=heads, d_ff=ff,
-                                pooling=pooling, positions=positions, causal=causal,
-                                max_len=max_len, local_block=local_block, dropout=0.0, head=head),
-        objective=ObjectiveConfig(kind="causal" if causal else "masked", mask_ratio=mask_ratio,
-                                  loss=loss),
-        pretrain=TrainConfig(lr=pt_lr, batch_size=pt_bsz, weight_decay=wd, epochs=200,
-                             schedule="constant", warmup_steps=pt_warm,
-                             select=pretrain_select(loss), **optim),
-        finetune=TrainConfig(lr=ft_lr, batch_size=ft_bsz, weight_decay=wd, epochs=200,
-                             patience=PAPER_PATIENCE, warmup_steps=ft_warm, **ft_schedule,
-                             **optim),
-        row=(_ROW_KEYS[positions, causal], task),
-    )
-
-
-# Table 4. Keys: (task, variant) with variant in {"masked", "causal", "rotary_masked"}; "masked" and
-# "causal" are the section 3.1 rows (Tay et al. 2020 sizes), "rotary_masked" the section 3.2 rows.
-# Masking ratios from section 2. Inputs of 16K+ tokens use neighbour-block attention: W=4096 on
-# PathX, W=4000 on Speech Commands (C.3).
-TRANSFORMER_PRESETS: dict[tuple[str, str], Preset] = {
-    ("listops", "masked"): _row("listops", 512, 6, 8, 1024, "mean", (1e-4, 1e-3), (64, 128), 0.1, "ce", mask_ratio=0.1, max_len=2048),
-    ("listops", "causal"): _row("listops", 512, 6, 8, 1024, "last", (5e-4, 5e-4), (128, 32), 0.1, "ce", causal=True, max_len=2048),
-    ("listops", "rotary_masked"): _row("listops", 512, 6, 8, 1024, "mean", (1e-4, 1e-3), (64, 256), 0.05, "ce", positions="rotary", mask_ratio=0.1, max_len=2048),
-    ("text", "masked"): _row("text", 512, 6, 8, 1024, "mean", (1e-4, 5e-4), (64, 32), 0.1, "ce", mask_ratio=0.15),
-    ("text", "causal"): _row("text", 512, 6, 8, 1024, "mean", (1e-4, 1e-3), (64, 32), 0.1, "ce", causal=True),
-    ("text", "rotary_masked"): _row("text", 512, 6, 8, 1024, "mean", (5e-4, 5e-4), (64, 8), 0.1, "ce", positions="rotary", mask_ratio=0.15),
-    ("retrieval", "masked"): _row("retrieval", 128, 4, 4, 512, "mean", (5e-4, 5e-3), (16, 32), 0.0, "ce", mask_ratio=0.15),
-    ("retrieval", "causal"): _row("retrieval", 128, 4, 4, 512, "mean", (1e-3, 5e-3), (48, 32), 0.0, "ce", causal=True),
-    ("retrieval", "rotary_masked"): _row("retrieval", 128, 6, 4, 512, "mean", (5e-4, 5e-3), (16, 32), 0.0, "ce", positions="rotary", mask_ratio=0.15),
-    # The table prints "1e03" for the Image masked PT lr; 1e-3 is meant.
-    ("image", "masked"): _row("image", 64, 3, 4, 128, "max", (1e-3, 1e-3), (16, 32), 0.0, "l1", max_len=1024),
-    ("image", "causal"): _row("image", 64, 3, 4, 128, "max", (1e-3, 5e-3), (32, 32), 0.0, "l1", causal=True, max_len=1024),
-    ("image", "rotary_masked"): _row("image", 256, 6, 4, 512, "mean", (1e-3, 1e-3), (64, 32), 0.0, "l1", positions="rotary", max_len=1024),
-    # Table 4 has two "Masked SPT†" rows for Pathfinder and PathX; we keep the first of each.
-    ("pathfinder", "masked"): _row("pathfinder", 128, 4, 8, 128, "mean", (5e-4, 1e-3), (16, 16), 0.0, "ce", max_len=1024),
-    ("pathfinder", "rotary_masked"): _row("pathfinder", 128, 6, 4, 512, "mean", (5e-4, 1e-3), (64, 32), 0.0, "ce", positions="rotary", max_len=1024),
-    ("pathx", "masked"): _row("pathx", 128, 4, 8, 128, "max", (5e-4, 5e-4), (32, 8), 0.0, "ce", max_len=16384, local_block=4096),
-    ("pathx", "rotary_masked"): _row("pathx", 128, 5, 4, 512, "max", (5e-4, 1e-3), (32, 8), 0.0, "ce", positions="rotary", max_len=16384, local_block=4096),
-    ("speech", "rotary_masked"): _row("speech", 128, 4, 4, 128, "max", (1e-3, 1e-3), (256, 8), 0.0, "l1", positions="rotary", mask_ratio=0.25, max_len=16384, local_block=4000),
-    ("speech", "rotary_causal"): _row("speech", 128, 4, 4, 128, "max", (1e-3, 1e-3), (256, 32), 0.0, "l1", positions="rotary", causal=True, max_len=16384, local_block=4000),
-    ("bidmc_hr", "rotary_masked"): _row("bidmc_hr", 128, 4, 4, 128, "max", (5e-4, 5e-4), (32, 16), 0.0, "l1", positions="rotary", mask_ratio=0.25),
-    ("bidmc_rr", "rotary_masked"): _row("bidmc_rr", 128, 4, 4, 128, "max", (5e-4, 5e-4), (32, 16), 0.0, "l1", positions="rotary", mask_ratio=0.25),
-    ("bidmc_spo2", "rotary_masked"): _row("bidmc_spo2", 128, 4, 4, 128, "max", (1e-4, 5e-4), (8, 16), 0.0, "l1", positions="rotary", mask_ratio=0.25),
-}
-
-
-def _lookup(table: dict, task: str, variant: str, what: str):
-    """table[(task, variant)], or a KeyError that lists the rows that exist."""
-    try:
-        return table[(task, variant)]
-    except KeyError:
-        rows = ", ".join(f"{t}/{v}" for t, v in table)
-        raise KeyError(f"no {what} preset for task={task!r}, variant={variant!r}; "
-                       f"{what} rows are: {rows}") from None
-
-
-def transformer_preset(task: str, variant: str = "masked") -> Preset:
-    """The Table 4 row for (task, variant); a clear error lists the rows that exist."""
-    return _lookup(TRANSFORMER_PRESETS, task, variant, "Table 4")

@@ -2,11 +2,12 @@
 import pytest
 import torch
 
-from spt.config import ObjectiveConfig, TransformerConfig, transformer_preset
+from spt.config import ObjectiveConfig, TransformerConfig
 from spt.data.task import TaskSpec
 from spt.models import classifier_model, count_parameters, pretraining_model
 from spt.models.heads import pool
 from spt.models.positions import apply_rotary
+from spt.paper import transformer_row
 
 TOK = TaskSpec("tok", seq_len=64, num_classes=5, vocab_size=20)
 CONT = TaskSpec("cont", seq_len=64, num_classes=5, d_input=3)
@@ -109,14 +110,14 @@ def test_config_errors_name_the_field():
 
 
 def test_table4_presets_have_paper_sizes():
-    p = transformer_preset("listops", "masked")
+    p = transformer_row("listops", "masked")
     assert (p.model.d_model, p.model.n_layers, p.model.n_heads, p.model.d_ff) == (512, 6, 8, 1024)
     assert p.objective.mask_ratio == 0.1 and p.finetune.lr == 1e-4 and p.pretrain.lr == 1e-3
-    img = transformer_preset("image", "masked")
+    img = transformer_row("image", "masked")
     assert img.model.pooling == "max" and img.objective.loss == "l1"
-    assert transformer_preset("pathx", "masked").model.local_block == 4096
-    assert transformer_preset("text", "causal").model.causal
+    assert transformer_row("pathx", "masked").model.local_block == 4096
+    assert transformer_row("text", "causal").model.causal
     with pytest.raises(KeyError, match="Table 4 rows"):
-        transformer_preset("image", "nope")
+        transformer_row("image", "nope")
     model = classifier_model(img.model, TaskSpec("image", 1024, 10, d_input=1))
     assert 50_000 < count_parameters(model) < 200_000  # Tay et al.'s small Image Transformer

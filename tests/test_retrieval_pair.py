@@ -6,14 +6,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from spt.config import ObjectiveConfig, TrainConfig, TransformerConfig, replace, transformer_preset
+from spt.config import ObjectiveConfig, TrainConfig, TransformerConfig, replace
 from spt.data.collate import pad_collate
 from spt.data.pairs import NO_LABEL, documents_task
 from spt.data.task import TaskSpec
 from spt.data.text import DOC_LEN, load_retrieval
 from spt.models.heads import pair_features, pool
 from spt.models.model import Backbone, DualEncoderModel, SequenceModel, classifier_model
-from spt.ssm_config import SSMConfig, ssm_preset
+from spt.paper import ssm_row, transformer_row
+from spt.ssm_config import SSMConfig
 from spt.train import finetune, pretrain, train_from_scratch
 from spt.train.engine import _to
 from spt.train.objectives import Supervised
@@ -52,10 +53,10 @@ def test_pad_collate_pads_the_second_document_on_its_own():
 def test_paper_retrieval_configs_train_on_two_4000_byte_documents(tmp_path, which):
     """Study 01's sinusoidal Transformer (max_len 4096) and study 02's S4 take a real pair batch."""
     if which == "s4":
-        cfg = ssm_preset("retrieval", "s4").model
+        cfg = ssm_row("retrieval", "s4").model
         cfg = replace(cfg, d_model=8, n_layers=1, d_state=8)
     else:
-        cfg = transformer_preset("retrieval", "masked").model
+        cfg = transformer_row("retrieval", "masked").model
         assert (cfg.positions, cfg.max_len) == ("sinusoidal", 4096)
         cfg = replace(cfg, d_model=16, n_layers=1, n_heads=2, d_ff=32)
     aan_release(tmp_path, {"train": [("1", "a", "b", "p" * 4500, "q" * 4200),

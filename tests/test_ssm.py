@@ -12,7 +12,8 @@ from spt.model_config import model_config_from_dict, model_config_to_dict
 from spt.models import hippo
 from spt.models.model import build_layers
 from spt.models.ssm import S4Kernel, SSMEncoder
-from spt.ssm_config import SSM_PRESETS, SSMConfig, ssm_preset
+from spt.paper import SSM_ROWS, ssm_row
+from spt.ssm_config import SSMConfig
 from spt.train.optim import param_groups
 
 KINDS = [("s4", "legs"), ("s4", "random"), ("s4d", "legs"), ("s4d", "lin"), ("s4d", "inv"),
@@ -250,16 +251,16 @@ def test_config_modules_depend_one_way():
 
 
 def test_presets_follow_table5():
-    p = ssm_preset("listops", "s4")
+    p = ssm_row("listops", "s4")
     assert (p.finetune.lr, p.finetune.batch_size, p.pretrain.lr, p.pretrain.batch_size) == \
         (1e-3, 16, 1e-3, 128)
     assert p.model.kind == "s4" and p.model.d_state == 64 and p.objective.mask_ratio == 0.1
-    d = ssm_preset("pathx", "dlr_random")
+    d = ssm_row("pathx", "dlr_random")
     assert d.model.kind == "dlr" and d.model.init == "random" and d.model.d_state == 1024
     assert d.model.pooling == "max" and d.model.norm == "layer" and d.scratch.lr == 5e-4
-    assert len(SSM_PRESETS) == 6 + 3 * 4
+    assert len(SSM_ROWS) == 6 + 3 * 4
     with pytest.raises(KeyError, match="rows are"):
-        ssm_preset("retrieval", "dlr")
+        ssm_row("retrieval", "dlr")
 
 
 # ---------------------------------------------------------------- the final S4's layer options

@@ -123,7 +123,7 @@ class Arm(Job):
                 Shown under each study's table with the departures found by
                 :mod:`spt.studies.fidelity`.
     row       : (model key, task key) of the paper settings this arm follows
-                (spt/studies/paper_settings.tsv); () for presets that stand in for the paper.
+                (spt/paper/settings.tsv); () for presets that stand in for the paper.
     task_options : loader options the arm's task needs on top of the entry's (Gu et al.'s S4
                 reads Text at 2,048 characters); part of the cell's task, so of its identity.
     """

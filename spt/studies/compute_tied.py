@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import xarray as xr
 
-from ..config import replace, transformer_preset
-from ..paper import TABLE8, TABLE8_BUDGET_EPOCHS
+from ..config import replace
+from ..paper import ssm_row, transformer_row
+from ..paper.appendix import TABLE8_BUDGET_EPOCHS
+from ..paper.results import TABLE8
 from ..results import format_gain, paired_gain
-from ..ssm_config import ssm_preset
 from .arms import Arm
 from .job import Entry, GridPreset
 from .lra_transformers import task_ref
@@ -42,7 +43,7 @@ def split_budget(arms: dict, budget: int, share: float) -> Arm:
 
 def paper_arms(task: str) -> dict:
     """{model: {"spt": Arm, "scratch": Arm}} (Table 4 rotary rows, Table 5 S4 rows)."""
-    t, s = transformer_preset(task, "rotary_masked"), ssm_preset(task, "s4")
+    t, s = transformer_row(task, "rotary_masked"), ssm_row(task, "s4")
     return {"transformer": {"spt": spt_arm(t), "scratch": scratch_arm(t)},
             "s4": {"spt": spt_arm(s), "scratch": scratch_arm(s)}}
 

@@ -11,13 +11,17 @@ from __future__ import annotations
 import xarray as xr
 
 from ..config import replace
-from ..paper import FIG3_FRACTIONS, FIG3_PRETRAIN_STEPS
+from ..paper import ssm_row
+from ..paper.appendix import (
+    DATA_SCALE_SCRATCH_LRS,
+    FIG3_FRACTIONS,
+    data_scale_row,
+)
 from ..results import format_gain, gain, paired_gain
-from ..ssm_config import ssm_preset
 from .arms import Arm, TaskRef
 from .job import Entry, GridPreset
 from .laptop import SSM_PRETRAIN_STEPS
-from .paper_arms import spt_arm
+from .paper_arms import scratch_arm, spt_arm
 from .smoke import smoke_arm, smoke_data_root, smoke_digits
 from .stages import NO_EPOCH_CAP
 from .study import Study, need_root
@@ -27,7 +31,6 @@ NAME = "04_data_scales"
 
 # App. C.1.4: on Text, scratch is trained at lr 1e-3 and 5e-4 and the run with the best validation
 # accuracy is kept; on Image it uses lr 2e-3, as finetuning does.
-SCRATCH_LRS = {"text": (1e-3, 5e-4), "image": (2e-3,)}
 
 FRACTIONS_NOTE = ("C.1.4 finetunes and trains from scratch 'until convergence' with Table 5's "
                   "settings: the authors' cosine of 50K (Text) / 200K (Image) steps with its "
@@ -37,26 +40,15 @@ FRACTIONS_NOTE = ("C.1.4 finetunes and trains from scratch 'until convergence' w
 
 
 def paper_arms(task: str) -> dict:
-    """C.1.4: Text - PT batch 8 lr 5e-4 for 40K steps, FT batch 16 lr 5e-4, scratch batch 16 at lr
-    1e-3 and 5e-4 (best on validation); Image - batch 50 everywhere, PT lr 1e-2 for 10K steps, FT
-    and scratch lr 2e-3. Finetuning and scratch run the S4 finetuning schedule of Table 5's runs
+    """C.1.4's arms on `task` (spt.paper.appendix.data_scale_row): Table 5's S4 at C.1.4's learning
+    rates and batch sizes; finetuning and scratch run the S4 finetuning schedule of Table 5's runs
     (a cosine over the authors' fixed step count) at every fraction, without an epoch cap
-    (FRACTIONS_NOTE), stopped early on validation like every paper preset's supervised run."""
-    p = ssm_preset(task, "s4")
-    no_cap = dict(epochs=NO_EPOCH_CAP)
-    if task == "text":
-        pt = replace(p.pretrain, lr=5e-4, batch_size=8)
-        ft = replace(p.finetune, lr=5e-4, batch_size=16, **no_cap)
-        sc = replace(p.finetune, lr=1e-3, batch_size=16, **no_cap)
-    else:
-        pt = replace(p.pretrain, lr=1e-2, batch_size=50)
-        ft = replace(p.finetune, lr=2e-3, batch_size=50, **no_cap)
-        sc = replace(p.finetune, lr=2e-3, batch_size=50, **no_cap)
-    pt = replace(pt, max_steps=FIG3_PRETRAIN_STEPS[task], **no_cap)
-    lrs = SCRATCH_LRS[task]
-    return {"spt": replace(spt_arm(p), pretrain=pt, train=ft),
-            "scratch": Arm(model=p.model, train=sc, lr_grid=lrs if len(lrs) > 1 else (),
-                           row=p.row)}
+    (FRACTIONS_NOTE), stopped early on validation like every paper preset's supervised run; scratch
+    tries each of C.1.4's learning rates and keeps the best on validation."""
+    row = data_scale_row(task, NO_EPOCH_CAP)
+    lrs = DATA_SCALE_SCRATCH_LRS[task]
+    return {"spt": spt_arm(row),
+            "scratch": replace(scratch_arm(row), lr_grid=lrs if len(lrs) > 1 else ())}
 
 
 def validation_stride(fraction: float) -> int:
@@ -122,7 +114,7 @@ def laptop(data_root=None) -> GridPreset:
     finetuning (lr 1e-3) vs. scratch over lrs {3e-3, 1e-3}, both until validation accuracy has
     not improved for 20 epochs and 140 steps (70 epochs of the 20 images at 0.02, 35 of 50)."""
     from . import laptop as lap
-    p = ssm_preset("image", "s4")
+    p = ssm_row("image", "s4")
     model = lap.ssm(p.model, 64)
     entries = tuple(Entry((("task", "digits"), ("fraction", f), ("init", i)),
                           lap.digits(fraction=f), arms[i])

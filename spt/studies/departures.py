@@ -2,7 +2,7 @@
 
 Each :class:`Departure` names a field of :data:`spt.studies.fidelity.FIELDS`, the rows it covers
 (study, model, task, stage; "*" = any, or a comma-separated list), OUR value, and the reason. A
-preset value that differs from spt/studies/paper_settings.tsv is stated only when a departure here
+preset value that differs from spt/paper/settings.tsv is stated only when a departure here
 covers it with exactly that value: change the preset and the departure no longer applies, so the
 fidelity test fails until the change is either undone or stated.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import PAPER_PATIENCE as PATIENCE
+from ..paper.rows import PAPER_PATIENCE as PATIENCE
 from .values import ANY, same
 
 

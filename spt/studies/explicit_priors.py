@@ -10,8 +10,8 @@ from __future__ import annotations
 import xarray as xr
 
 from ..config import replace
-from ..paper import TABLE7
-from ..ssm_config import ssm_preset
+from ..paper import ssm_row
+from ..paper.results import TABLE7
 from .job import Entry, GridPreset
 from .lra_transformers import task_ref
 from .paper_arms import scratch_arm, spt_arm
@@ -21,7 +21,7 @@ from .tables import compare_table, spt_gains, with_gains
 
 NAME = "03_explicit_priors"
 TASKS = ("listops", "text", "image", "pathx")
-# (model, ssm_init) -> the spt.config SSM_PRESETS variant
+# (model, ssm_init) -> the spt.paper.table5 SSM_ROWS variant
 VARIANTS = {("s4", "structured"): "s4", ("s4", "random"): "s4_random",
             ("dlr", "structured"): "dlr", ("dlr", "random"): "dlr_random"}
 
@@ -30,7 +30,7 @@ def paper_arms(task: str) -> dict:
     """{(model, ssm_init, init): Arm} for `task` (Table 5 rows)."""
     out = {}
     for (m, si), variant in VARIANTS.items():
-        p = ssm_preset(task, variant)
+        p = ssm_row(task, variant)
         out[m, si, "scratch"] = scratch_arm(p)
         out[m, si, "spt"] = spt_arm(p)
         if (variant, task) in _THREE_NUMBERS:
@@ -84,7 +84,7 @@ def laptop(data_root=None) -> GridPreset:
     from . import laptop as lap
     arms = {}
     for (m, si), variant in VARIANTS.items():
-        p = ssm_preset("image", variant)
+        p = ssm_row("image", variant)
         model = lap.ssm(p.model, 64, d_state=p.model.d_state if m == "dlr" else 64)
         two = lap.ssm_arms(model, p.objective, LAPTOP_NOTE, pretrain_steps=LAPTOP_PRETRAIN_STEPS)
         arms[m, si, "scratch"], arms[m, si, "spt"] = two["scratch"], two["spt"]

@@ -1,6 +1,6 @@
 """Every paper preset, field by field, against the paper's and the authors' settings.
 
-``paper_settings.tsv`` (beside this file) holds the settings each paper run should have, with the
+``spt/paper/settings.tsv`` holds the settings each paper run should have, with the
 source of every value: the paper's text and tables first, the authors' released configs where the
 paper defers to them. It is written by hand, never derived from spt's presets, so a preset that
 drifts shows up here:
@@ -24,7 +24,7 @@ from .departures import reason_for
 from .stages import StageView, stage_values
 from .values import ANY, parse_value, same, show  # noqa: F401  (show: public here)
 
-TABLE = Path(__file__).with_name("paper_settings.tsv")
+TABLE = Path(__file__).resolve().parents[1] / "paper" / "settings.tsv"
 
 # The fields a reference line may set (units as spt.studies.stages.stage_values gives them).
 FIELDS = {

@@ -22,7 +22,8 @@ from ..analysis.kernel_decay import kernel_decay, kernel_decay_baseline
 from ..config import ObjectiveConfig, TrainConfig, replace, to_dict
 from ..model_config import model_config_to_dict
 from ..models.model import count_parameters
-from ..ssm_config import SSMConfig, ssm_preset
+from ..paper import ssm_row
+from ..ssm_config import SSMConfig
 from ..train import pretrain
 from .arms import TaskRef
 from .job import Entry, GridPreset, Job
@@ -89,7 +90,7 @@ class KernelProbe(Job):
 
 
 def _preset(name: str, rows, seeds: tuple, note: str) -> GridPreset:
-    """A GridPreset of (task name, TaskRef, SSMPreset) rows: one KernelProbe per task."""
+    """A GridPreset of (task name, TaskRef, PaperRow) rows: one KernelProbe per task."""
     return GridPreset(name, tuple(
         Entry((("task", task),), ref, KernelProbe(p.model, p.objective, p.pretrain,
                                                   PERIODS.get(task, 0), row=p.row))
@@ -99,7 +100,7 @@ def _preset(name: str, rows, seeds: tuple, note: str) -> GridPreset:
 def paper(data_root=None) -> GridPreset:
     """Table 5's "S4 + SPT" rows, pretraining only, on LRA."""
     root = need_root(data_root, NAME)
-    return _preset("paper", [(t, task_ref(t, root), ssm_preset(t, "s4")) for t in TASKS], (0,),
+    return _preset("paper", [(t, task_ref(t, root), ssm_row(t, "s4")) for t in TASKS], (0,),
                    "Table 5 'S4 + SPT' rows, pretraining only, LRA data")
 
 
@@ -109,7 +110,7 @@ def smoke(data_root=None) -> GridPreset:
     rows = []
     for name, row, ref, L in (("digits", "image", smoke_digits(300), 64),
                               ("listops", "listops", smoke_listops(root), 128)):
-        p = ssm_preset(row, "s4")
+        p = ssm_row(row, "s4")
         rows.append((name, ref, replace(p, model=replace(shrink(p.model), max_len=L),
                                         pretrain=smoke_train(p.pretrain, epochs=4))))
     return _preset("smoke", rows, (0,), "CPU smoke run: 2-layer d=16 S4, 4 pretraining epochs on "
@@ -120,7 +121,7 @@ def laptop(data_root=None) -> GridPreset:
     """S4 (the Image row at d=64, 4 layers, so that the layers' kernels can differ) pretrained
     on the 997 training digits at 16x16 (256 pixels, 16 per row): masked L1, lr 3e-3."""
     from . import laptop as lap
-    p = ssm_preset("image", "s4")
+    p = ssm_row("image", "s4")
     model = replace(lap.ssm(p.model, 256), n_layers=4)
     rows = [("digits16", lap.digits(size=16),
              replace(p, model=model,

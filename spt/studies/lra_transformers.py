@@ -11,8 +11,9 @@ import dataclasses
 
 import xarray as xr
 
-from ..config import ObjectiveConfig, replace, transformer_preset
-from ..paper import TABLE1
+from ..config import ObjectiveConfig, replace
+from ..paper import transformer_row
+from ..paper.results import TABLE1
 from .arms import Arm, TaskRef
 from .job import Entry, GridPreset
 from .smoke import smoke_arm, smoke_data_root, smoke_digits, smoke_listops
@@ -30,7 +31,7 @@ _SECOND_ROW = {"pathfinder": ((1e-3, 1e-3), (256, 128)), "pathx": ((5e-4, 1e-3),
 
 def paper_arms(task: str) -> dict[str, Arm]:
     """The three arms of Table 1 for `task`, from Table 4."""
-    m = transformer_preset(task, "masked")
+    m = transformer_row(task, "masked")
     masked = Arm(model=m.model, objective=m.objective, pretrain=m.pretrain, train=m.finetune,
                  row=m.row)
     if task in _SECOND_ROW:
@@ -43,7 +44,7 @@ def paper_arms(task: str) -> dict[str, Arm]:
                           "'Causal SPT'; read as the causal row (Table 1 reports causal SPT)",
                      row=("transformer_causal", task))
     else:
-        c = transformer_preset(task, "causal")
+        c = transformer_row(task, "causal")
         causal = Arm(model=c.model, objective=c.objective, pretrain=c.pretrain, train=c.finetune,
                      row=c.row)
     scratch = Arm(model=m.model, train=m.finetune, row=m.row,

@@ -14,11 +14,12 @@ from functools import lru_cache
 
 import xarray as xr
 
-from ..config import TransformerConfig, replace, transformer_preset
+from ..config import TransformerConfig, replace
 from ..data.task import TaskSpec
 from ..models.model import classifier_model, count_parameters
-from ..paper import TABLE9
-from ..ssm_config import SSMConfig, ssm_preset
+from ..paper import ssm_row, transformer_row
+from ..paper.results import TABLE9
+from ..ssm_config import SSMConfig
 from .arms import TaskRef
 from .job import Entry, GridPreset
 from .lra_transformers import task_ref
@@ -66,7 +67,7 @@ def width_for_params(cfg, target: float, *, d_input: int = 1, num_classes: int =
 
 def paper_arms(size: float) -> dict:
     """{(model, init): Arm} at `size` parameters (Image rows of Tables 4 and 5, resized)."""
-    t, s = transformer_preset("image", "rotary_masked"), ssm_preset("image", "s4")
+    t, s = transformer_row("image", "rotary_masked"), ssm_row("image", "s4")
     out = {}
     for name, p in (("transformer", t), ("s4", s)):
         # the Table 2 model itself in its column: Table 9's 3M scores are Table 2's, although

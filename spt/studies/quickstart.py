@@ -310,7 +310,7 @@ def paper_reference():
     stands in for (Table 1: Tay et al.'s Transformer, pixels as tokens; Table 2: rotary)."""
     import pandas as pd
 
-    from ..paper import TABLE1, TABLE2
+    from ..paper.results import TABLE1, TABLE2
 
     rows = {"Transformer (Tay et al.), scratch": TABLE1["Transformer (Tay et al.)"]["image"],
             "Transformer + masked SPT": TABLE1["Transformers + Masked SPT"]["image"],

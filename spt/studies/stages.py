@@ -33,7 +33,7 @@ class StageView:
     pooling, head : finetuning overrides of the model config's own (None: the model's).
     lr_grid   : learning rates tried as full runs (the best on validation kept); () = train.lr.
     row       : (model key, task key) of the paper settings this stage is checked against
-                (spt/studies/paper_settings.tsv); () for presets that stand in for the paper.
+                (spt/paper/settings.tsv); () for presets that stand in for the paper.
     total_epochs : epochs of the whole cell (pretraining + finetuning), for budgets split between
                 stages (study 08).
     """
@@ -87,7 +87,7 @@ def model_values(m) -> dict:
 
 
 def stage_values(v: StageView) -> dict:
-    """{field: value} of a stage, in the units of paper_settings.tsv (batch = examples per
+    """{field: value} of a stage, in the units of spt/paper/settings.tsv (batch = examples per
     optimiser step, budget in hours, epochs None without a cap, ...)."""
     t, m = v.train, v.model
     options = dict(getattr(v.task, "options", ()) or ())

@@ -130,7 +130,7 @@ class Study:
 
     @property
     def number(self) -> str:
-        """"02": the study column of spt/studies/paper_settings.tsv."""
+        """"02": the study column of spt/paper/settings.tsv."""
         return self.name.split("_", 1)[0]
 
     def preset(self, preset="smoke", data_root=None, *, tasks: Optional[Sequence[str]] = None,
@@ -205,7 +205,7 @@ class Study:
 
     def deviations(self, preset="paper", data_root="DATA"):
         """Where the preset departs from the paper and why (a DataFrame): for the paper preset
-        every setting that differs from spt/studies/paper_settings.tsv, with its reason
+        every setting that differs from spt/paper/settings.tsv, with its reason
         (:mod:`spt.studies.fidelity`), then how the preset reads ambiguous cells of the paper;
         for the other presets, what they stand in for."""
         from .departures import readings

@@ -30,10 +30,12 @@ import torch
 import xarray as xr
 
 from ..compat import LATER_MODEL_FIELDS, without_later_fields
-from ..config import DAY, PAPER_OPTIM, PAPER_PATIENCE, TrainConfig, replace, to_dict
+from ..config import TrainConfig, replace, to_dict
 from ..models.pretrained_lm import PYTHIA_70M, LMConfig, lm_classifier
 from ..models.tiny_lm import TinyLMConfig, train_tiny_text_lm
-from ..paper import TABLE2
+from ..paper.appendix import PYTHIA_OPTIM, PYTHIA_ROWS
+from ..paper.results import TABLE2
+from ..paper.rows import PAPER_PATIENCE
 from ..train.engine import fit
 from ..train.objectives import Supervised
 from .arms import TaskRef, epochs_run, history_curve
@@ -128,27 +130,9 @@ class LMSettings:
     note: str = ""
 
 
-# Table 5, "Pythia" row: (FT-LR, FT-BSZ); no pretraining on the task. PathX is not reported.
-# Schedules, pooling and heads from the authors' configs/experiment/lra/llm/pyth-lra-<task>.yaml:
-# a constant lr after warmup (ListOps: transformers' cosine over 2,000 steps after 200 warmup
-# steps, periodic past its end, as their runs had it for 200 epochs); mean pooling on ListOps,
-# Retrieval and Image, the last position on Text and Pathfinder; one Linear after pooling (the
-# retrieval MLP on Retrieval); Image as pixel tokens (their `tokenize: true`), as Pathfinder.
-# Micro-batches are our memory choice for one 80 GB GPU (bf16 autocast), not the paper's.
-PAPER_TASKS = (
-    TaskRow("listops", "listops", 5e-5, 64, micro_batch=32, warmup=200, schedule="cosine",
-            schedule_steps=2000, pooling="mean", head="linear"),
-    TaskRow("text", "text", 5e-4, 16, micro_batch=8, warmup=5000, pooling="last", head="linear"),
-    TaskRow("retrieval", "retrieval", 1e-4, 256, micro_batch=8, warmup=2500, pooling="mean",
-            head="mlp"),
-    TaskRow("image", "image", 7e-5, 64, options=(("tokens", True),), warmup=2000,
-            pooling="mean", head="linear"),
-    TaskRow("pathfinder", "pathfinder", 1e-4, 1024, options=(("tokens", True),), micro_batch=64,
-            warmup=2500, pooling="last", head="linear"),
-)
-# C.1: "Pythia experiments ... were trained for a maximum of 2 days on 4 GPUs"; C.1.5: "without any
-# regularization"; the authors' AdamW betas, no clipping.
-PAPER_LM_OPTIM = tuple(dict(PAPER_OPTIM, max_time=2 * DAY).items())
+# The paper's Pythia rows (spt.paper.appendix.PYTHIA_ROWS: Table 5, C.1.5, the authors' configs).
+PAPER_TASKS = tuple(TaskRow(task, task, **row) for task, row in PYTHIA_ROWS.items())
+PAPER_LM_OPTIM = tuple(PYTHIA_OPTIM.items())
 
 SETTINGS = {
     "smoke": LMSettings(

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import xarray as xr
 
-from ..config import replace, transformer_preset
-from ..paper import TABLE2
-from ..ssm_config import ssm_preset
-from .arms import Arm
+from ..paper import ssm_row, transformer_row
+from ..paper.appendix import pathx256_s4_row
+from ..paper.results import TABLE2
 from .job import Entry, GridPreset
 from .lra_transformers import task_ref
 from .paper_arms import scratch_arm, spt_arm
@@ -24,15 +23,9 @@ TASKS = ("listops", "text", "retrieval", "image", "pathfinder", "pathx")
 
 
 def pathx256_s4():
-    """C.1.2: PathX's S4 configuration at 65,536 tokens with max pooling; PT lr 1e-3 batch 8,
-    finetuning batch 64 at the same lr; from scratch lr 1e-4 batch 16. The paper ran this scratch
-    model itself (no citation): PathX's finetuning schedule, not Gu et al.'s."""
-    p = ssm_preset("pathx", "s4")
-    model = replace(p.model, max_len=256 * 256, pooling="max")
-    row = ("s4", "pathx256")
-    return (replace(spt_arm(p), model=model, pretrain=replace(p.pretrain, lr=1e-3, batch_size=8),
-                    train=replace(p.finetune, lr=1e-3, batch_size=64), row=row),
-            Arm(model=model, train=replace(p.finetune, lr=1e-4, batch_size=16), row=row))
+    """(SPT arm, scratch arm) of S4 on PathX-256 (C.1.2, spt.paper.appendix.pathx256_s4_row)."""
+    row = pathx256_s4_row()
+    return spt_arm(row), scratch_arm(row)
 
 
 def paper_arms(task: str) -> dict:
@@ -40,7 +33,7 @@ def paper_arms(task: str) -> dict:
     if task == "pathx256":
         spt, scratch = pathx256_s4()
         return {("s4", "spt"): spt, ("s4", "scratch"): scratch}
-    t, s = transformer_preset(task, "rotary_masked"), ssm_preset(task, "s4")
+    t, s = transformer_row(task, "rotary_masked"), ssm_row(task, "s4")
     return {("transformer", "scratch"): scratch_arm(t), ("transformer", "spt"): spt_arm(t),
             ("s4", "scratch"): scratch_arm(s), ("s4", "spt"): spt_arm(s)}
 

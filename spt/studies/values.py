@@ -1,4 +1,4 @@
-"""Values of the paper-settings table (spt/studies/paper_settings.tsv): how one is read, compared
+"""Values of the paper-settings table (spt/paper/settings.tsv): how one is read, compared
 with spt's and written back."""
 from __future__ import annotations
 

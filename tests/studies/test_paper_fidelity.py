@@ -1,4 +1,4 @@
-"""Every paper preset, field by field, against spt/studies/paper_settings.tsv (the paper's and the
+"""Every paper preset, field by field, against spt/paper/settings.tsv (the paper's and the
 authors' settings, with sources): a value that differs must be a stated departure
 (spt.studies.departures), so a preset that drifts from the paper fails here. Then the settings the
 second review found wrong or silent, each checked where it lives."""
@@ -6,8 +6,9 @@ import dataclasses
 
 import pytest
 
-from spt.config import DAY, replace, to_dict, transformer_preset
-from spt.ssm_config import SSM_PRESETS, ssm_preset
+from spt.config import replace, to_dict
+from spt.paper import SSM_ROWS, ssm_row, transformer_row
+from spt.paper.rows import DAY
 from spt.studies import QUICKSTART, STUDIES, departures, fidelity, transformers_vs_s4
 from spt.studies.stages import StageView, stage_values
 
@@ -48,7 +49,7 @@ def test_every_difference_from_the_paper_is_a_stated_departure(cells):
         found += fidelity.compare(study, coords, v)
     unstated = [(f.coords, f.stage, f.field, fidelity.show(f.ours), fidelity.show(f.theirs))
                 for f in found if not f.stated]
-    assert not unstated, f"drifted from spt/studies/paper_settings.tsv: {unstated[:10]}"
+    assert not unstated, f"drifted from spt/paper/settings.tsv: {unstated[:10]}"
     assert found  # the departures exist and are found (patience, the text validation split, ...)
 
 
@@ -75,7 +76,7 @@ def test_a_drifted_setting_is_caught_and_a_stated_one_is_explained():
 
 
 def test_a_preset_stage_without_a_row_is_an_error():
-    t = transformer_preset("text", "rotary_masked")
+    t = transformer_row("text", "rotary_masked")
     v = StageView("finetune", t.finetune, t.model, None)
     with pytest.raises(ValueError, match="names no row"):
         fidelity.compare("02", {"task": "text"}, v)
@@ -107,7 +108,7 @@ def test_deviations_cover_every_study_and_preset(name):
 
 # ---------------------------------------------------------------- the review's findings, one each
 def test_s4_pretraining_warmups_are_the_authors():
-    warm = {t: ssm_preset(t, "s4").pretrain.warmup_steps for t in
+    warm = {t: ssm_row(t, "s4").pretrain.warmup_steps for t in
             ("listops", "text", "retrieval", "image", "pathfinder", "pathx")}
     assert warm == {"listops": 2000, "text": 1000, "retrieval": 2500, "image": 1000,
                     "pathfinder": 2500, "pathx": 5000}
@@ -135,9 +136,9 @@ def test_pythia_runs_with_the_authors_optimiser_schedules_pooling_and_pixel_toke
 def test_transformers_on_pathx_and_speech_commands_have_five_days():
     for task, variant in (("pathx", "masked"), ("pathx", "rotary_masked"),
                           ("speech", "rotary_masked"), ("speech", "rotary_causal")):
-        p = transformer_preset(task, variant)
+        p = transformer_row(task, variant)
         assert p.pretrain.max_time == p.finetune.max_time == 5 * DAY
-    assert transformer_preset("text", "masked").finetune.max_time == DAY
+    assert transformer_row("text", "masked").finetune.max_time == DAY
 
 
 # The final S4 (Gu et al. 2022a, App. D.2 Table 11) as the authors' s4-lra-<task>.yaml give it:
@@ -153,9 +154,9 @@ FINAL_S4 = {"listops": (8, 128, "batch", False, 0.0, 0.05, None, 1e-3, "run", 1e
 @pytest.mark.parametrize("task", sorted(FINAL_S4))
 def test_s4_is_the_final_s4_of_table_11(task):
     for variant in ("s4", "s4_random"):
-        if (task, variant) not in SSM_PRESETS:
+        if (task, variant) not in SSM_ROWS:
             continue
-        p = ssm_preset(task, variant)
+        p = ssm_row(task, variant)
         m = p.model
         assert (m.n_layers, m.d_model, m.norm, m.prenorm, m.dropout, p.finetune.weight_decay,
                 m.n_ssm, m.lr, m.dt_lr, m.dt_min) == FINAL_S4[task], (task, variant)
@@ -169,7 +170,7 @@ def test_s4_from_scratch_is_the_final_s4_runs_on_the_same_model():
     runs = {"listops": (1e-2, 50, 40), "text": (1e-2, 16, 32), "retrieval": (1e-2, 64, 20),
             "image": (1e-2, 50, 200), "pathfinder": (4e-3, 64, 200), "pathx": (5e-4, 16, 50)}
     for task, run in runs.items():
-        p = ssm_preset(task, "s4")
+        p = ssm_row(task, "s4")
         assert (p.scratch.lr, p.scratch.batch_size, p.scratch.epochs) == run, task
         assert (p.scratch.patience, p.scratch.max_time) == (None, None), task
         assert (p.scratch.schedule, p.scratch.warmup_steps, p.scratch.schedule_steps) == (
@@ -238,24 +239,24 @@ def test_patience_is_stated_and_cannot_stop_a_run_in_its_warmup(cells):
 
 
 def test_s4_cosines_follow_the_authors_scheduler_literally():
-    caps = {t: (ssm_preset(t, "s4").finetune.max_steps, ssm_preset(t, "s4").finetune.schedule_steps)
+    caps = {t: (ssm_row(t, "s4").finetune.max_steps, ssm_row(t, "s4").finetune.schedule_steps)
             for t in ("text", "image", "pathx")}
     assert caps == {"text": (50_000,) * 2, "image": (200_000,) * 2, "pathx": (500_000,) * 2}
-    assert ssm_preset("listops", "s4").finetune.schedule == "constant"
+    assert ssm_row("listops", "s4").finetune.schedule == "constant"
 
 
 def test_dlr_has_the_authors_sizes_glu_dropout_and_schedules():
     sizes = {"listops": (8, 128, False), "text": (6, 256, True), "image": (6, 512, True),
              "pathx": (6, 256, True)}
     for t, size in sizes.items():
-        p = ssm_preset(t, "dlr")
+        p = ssm_row(t, "dlr")
         m = p.model
         assert (m.n_layers, m.d_model, m.prenorm) == size, t
         assert (m.glu, m.dropout, m.norm, m.d_state, m.lr, p.finetune.weight_decay) == (
             True, 0.0, "layer", 1024, 1e-4, 0.05)
-    assert (ssm_preset("text", "dlr").finetune.schedule,
-            ssm_preset("image", "dlr").finetune.schedule) == ("constant", "constant")
-    px = ssm_preset("pathx", "dlr").finetune
+    assert (ssm_row("text", "dlr").finetune.schedule,
+            ssm_row("image", "dlr").finetune.schedule) == ("constant", "constant")
+    px = ssm_row("pathx", "dlr").finetune
     assert (px.schedule, px.warmup_steps, px.max_steps) == ("cosine", 5000, 250_000)
 
 
@@ -275,11 +276,11 @@ def test_study_07_s4s_are_their_configs():
 
 
 def test_weight_decay_groups_and_heads_are_the_authors():
-    assert ssm_preset("text", "s4").finetune.wd_groups == "all"
-    assert transformer_preset("listops", "masked").pretrain.wd_groups == "all"
-    assert ssm_preset("image", "s4").model.head == "linear"
-    assert ssm_preset("retrieval", "s4").model.head == "mlp"
-    heads = {t: transformer_preset(t, "masked").model.head for t in
+    assert ssm_row("text", "s4").finetune.wd_groups == "all"
+    assert transformer_row("listops", "masked").pretrain.wd_groups == "all"
+    assert ssm_row("image", "s4").model.head == "linear"
+    assert ssm_row("retrieval", "s4").model.head == "mlp"
+    heads = {t: transformer_row(t, "masked").model.head for t in
              ("listops", "text", "retrieval", "image", "pathfinder", "pathx")}
     assert heads == {"listops": "linear", "text": "mlp", "retrieval": "mlp", "image": "mlp",
                      "pathfinder": "linear", "pathx": "linear"}

@@ -64,23 +64,23 @@ def test_width_for_params_picks_the_closest_width():
 
 def test_paper_presets_follow_the_paper_and_the_authors_configs():
     """The review's findings on the presets, each pinned (App. C, C.1.4, C.3; the authors' code)."""
-    from spt.config import DAY, transformer_preset
-    from spt.ssm_config import ssm_preset
+    from spt.paper import ssm_row, transformer_row
+    from spt.paper.rows import DAY
     from spt.studies import data_scales, modalities
 
     # Speech Commands attention blocks of 4000 (C.3), not 4096
     for variant in ("rotary_masked", "rotary_causal"):
-        assert transformer_preset("speech", variant).model.local_block == 4000
+        assert transformer_row("speech", variant).model.local_block == 4000
     # 200 epochs or 24 h per stage; selection as App. C.1; the authors' optimiser settings
-    for p in (transformer_preset("text", "masked"), ssm_preset("pathx", "s4")):
+    for p in (transformer_row("text", "masked"), ssm_row("pathx", "s4")):
         for cfg in (p.pretrain, p.finetune):
             assert cfg.epochs == 200 and cfg.max_time == DAY
             assert cfg.betas == (0.9, 0.999) and cfg.grad_clip is None
-    assert transformer_preset("text", "masked").pretrain.select == "accuracy"   # CE
-    assert transformer_preset("image", "masked").pretrain.select == "r2"        # L1
-    assert transformer_preset("text", "masked").model.dropout == 0.0
-    assert transformer_preset("text", "masked").finetune.schedule == "constant"
-    assert transformer_preset("text", "masked").finetune.warmup_steps > 0
+    assert transformer_row("text", "masked").pretrain.select == "accuracy"   # CE
+    assert transformer_row("image", "masked").pretrain.select == "r2"        # L1
+    assert transformer_row("text", "masked").model.dropout == 0.0
+    assert transformer_row("text", "masked").finetune.schedule == "constant"
+    assert transformer_row("text", "masked").finetune.warmup_steps > 0
     # Fig. 3: scratch gets finetuning's budget, and Text's scratch its lr grid (C.1.4)
     for task in ("text", "image"):
         arms = data_scales.paper_arms(task)

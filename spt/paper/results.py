@@ -5,6 +5,8 @@ Requires Data-Driven Priors", ICLR 2024 (arXiv:2310.02980). Accuracies in percen
 ``None`` = not reported / computationally infeasible in the paper (printed there as x or a box).
 
     paper_table("table2")        # pandas DataFrame, rows = approaches, columns = tasks
+
+The settings behind them are the rest of :mod:`spt.paper` (table4, table5, table6, appendix).
 """
 from __future__ import annotations
 
@@ -68,7 +70,6 @@ TABLE8 = {
     0.4: dict(image_transformer=84.95, image_s4=87.72, text_transformer=90.56, text_s4=89.10),
     0.6: dict(image_transformer=84.32, image_s4=87.63, text_transformer=90.65, text_s4=88.87),
 }
-TABLE8_BUDGET_EPOCHS = {"image": 150, "text": 30}
 
 # Table 9: LRA Image across model sizes (parameters).
 TABLE9 = {
@@ -79,9 +80,6 @@ TABLE9 = {
     "S4 + Masked SPT": {100e3: 83.45, 300e3: 86.39, 1e6: 88.67, 3e6: 89.36, 10e6: 88.72},
 }
 
-# Fig. 3 (data scales) is a plot without printed numbers; its fractions and pretraining budgets:
-FIG3_FRACTIONS = (0.005, 0.01, 0.05, 0.1, 0.5, 1.0)
-FIG3_PRETRAIN_STEPS = {"text": 40_000, "image": 10_000}
 
 TABLES = {"table1": TABLE1, "table2": TABLE2, "table3": TABLE3, "table7": TABLE7,
           "table8": TABLE8, "table9": TABLE9}
