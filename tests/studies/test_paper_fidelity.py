@@ -227,6 +227,13 @@ def test_a_drifted_width_or_norm_is_caught():
         unstated = {f.field for f in fidelity.compare("02", {"task": "text"}, drifted)
                     if not f.stated}
         assert unstated == ({field, "n_ssm"} if field == "width" else {field}), change
+    t = STUDIES["02_transformers_vs_s4"].stage_views("paper", tasks=["text"])[0][1][0]
+    assert t.row[0] == "transformer_rotary"
+    for change, field in ((dict(d_model=256, n_heads=8), "width"), (dict(n_layers=4), "layers"),
+                          (dict(d_ff=512), "ff"), (dict(positions="sinusoidal"), "positions")):
+        drifted = dataclasses.replace(t, model=replace(t.model, **change))
+        assert {f.field for f in fidelity.compare("02", {"task": "text"}, drifted)
+                if not f.stated} == {field}, change
 
 
 def test_patience_is_stated_and_cannot_stop_a_run_in_its_warmup(cells):
