@@ -124,8 +124,9 @@ class Arm(Job):
                 :mod:`spt.studies.fidelity`.
     row       : (model key, task key) of the paper settings this arm follows
                 (spt/paper/settings.tsv); () for presets that stand in for the paper.
-    task_options : loader options the arm's task needs on top of the entry's (Gu et al.'s S4
-                reads Text at 2,048 characters); part of the cell's task, so of its identity.
+    task_options : loader options the arm's task needs on top of the entry's (e.g.
+                (("seq_len", 2048),) for a model that reads Text shorter); part of the cell's
+                task, so of its identity.
     """
 
     model: Union[TransformerConfig, SSMConfig]
