@@ -37,7 +37,7 @@ test: install
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 # the dry run of every cell of every study's paper preset, on full-length fixtures in the official
-# formats (one optimiser step per stage at batch 2); CHECK_DEVICE=cuda on a GPU node
+# formats (two optimiser steps per stage at batch 2: spt.studies.check.TIMED_STEPS); CHECK_DEVICE=cuda on a GPU node
 FIXTURES ?= $(RESULTS)/fixtures
 CHECK_DEVICE ?= auto
 check-paper: install

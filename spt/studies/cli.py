@@ -210,12 +210,14 @@ def add_study_commands(subparsers) -> argparse.ArgumentParser:
                    "(by default each finished cell prints a line: its metric and time)")
     q.set_defaults(func=_guard(cmd_run))
 
+    from .check import STEPS_IN_WORDS
     q = sub.add_parser("check", help="dry-run every cell of a preset at its real shapes",
                        description="Build every cell of the study's preset at the task's real "
-                       "length and take one optimiser step of each stage (pretraining, finetuning "
-                       "from the checkpoint that step wrote, scratch) on the longest examples of "
-                       "each split, evaluation included. One line per cell: parameters, length, "
-                       "stage times, peak memory, pass or the error. Exit 1 if any cell fails. "
+                       f"length and take {STEPS_IN_WORDS} optimiser steps of each stage (pretraining, "
+                       "finetuning from the checkpoint those steps wrote, scratch) on the longest "
+                       "examples of each split, evaluation included; the second step is timed for "
+                       "the cost estimate. One line per cell: parameters, length, stage times, peak "
+                       "memory, estimated hours, pass or the error. Exit 1 if any cell fails. "
                        "Without real data: `spt data fixtures DIR` writes tiny full-length ones.")
     q.add_argument("name", nargs="+", help="study name(s) (see `spt study list`), or all")
     q.add_argument("--preset", default="paper", help="preset to check (default paper)")
@@ -233,7 +235,7 @@ def add_study_commands(subparsers) -> argparse.ArgumentParser:
 
     q = sub.add_parser("plan", help="what every stage of every cell will do, before it trains",
                        description="For every cell and stage of a study's preset: examples, steps "
-                       "per epoch, the step cap, warmup, the lr schedule's shape (lr at 0/10/50/100%% "
+                       "per epoch, the step cap, warmup, the lr schedule's shape (lr at 0/10/50/100% "
                        "of the cap), patience in steps, validations, time budget; flags what cannot "
                        "work as intended (a warmup that outlasts the run, a cosine that cannot "
                        "decay, an empty split) and exits 1 on a flag unless --allow-flags. Without "
