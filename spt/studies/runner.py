@@ -18,6 +18,7 @@ GPUs / nodes cover every run exactly once. (A batch run's notebook then runs its
 """
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import os
@@ -110,20 +111,49 @@ def read_grid(path) -> dict:
     return {"fixed": spec.get("fixed") or {}, "grid": spec["grid"], "slurm": spec.get("slurm") or {}}
 
 
-def _slug(v) -> str:
-    s = json.dumps(v) if not isinstance(v, str) else v
-    return re.sub(r"[^A-Za-z0-9.+-]+", "-", s).strip("-") or "x"
+_SAFE = re.compile(r"[A-Za-z0-9.+-]+")
+
+
+def _is_json_scalar(text: str) -> bool:
+    try:
+        return not isinstance(json.loads(text), str)
+    except ValueError:
+        return False
+
+
+def run_name_part(v) -> str:
+    """One grid value in a run folder's name: its text where that is a plain file name that
+    names only this value (``0``, ``0.5``, ``cuda``, ``laptop``), else a readable slug plus a
+    short hash of the exact value (``/data/lra v1`` -> ``data-lra-v1~3b5e0c``), so that distinct
+    values never share a folder."""
+    text = v if isinstance(v, str) else json.dumps(v)
+    plain = bool(_SAFE.fullmatch(text)) and not text.startswith("-") and not text.endswith("-")
+    if isinstance(v, str) and _is_json_scalar(text):
+        plain = False  # the string "1" beside the number 1, "true" beside true
+    if plain:
+        return text
+    slug = re.sub(r"[^A-Za-z0-9.+-]+", "-", text).strip("-")[:40] or "x"
+    digest = hashlib.sha256(json.dumps(v, sort_keys=True).encode()).hexdigest()[:6]
+    return f"{slug}~{digest}"
 
 
 def batch_runs(spec: dict) -> list[tuple[str, dict]]:
     """[(run name, notebook parameters)] of a batch grid in a fixed order: the product of the
     grid lists, in file order. Each is one papermill run of the notebook (whose own study cells
-    it then runs or reuses)."""
+    it then runs or reuses) into ``OUT/<run name>/``; the name joins ``param=value`` per grid
+    parameter (:func:`run_name_part`), distinct for distinct grid points."""
     keys = list(spec["grid"])
-    runs = []
+    runs, seen = [], {}
     for values in itertools.product(*(spec["grid"][k] for k in keys)):
         params = {**spec["fixed"], **dict(zip(keys, values))}
-        name = "__".join(f"{k}={_slug(v)}" for k, v in zip(keys, values))
+        name = "__".join(f"{k}={run_name_part(v)}" for k, v in zip(keys, values))
+        if name in seen and seen[name] != values:
+            raise ValueError(f"grid points {dict(zip(keys, seen[name]))} and "
+                             f"{dict(zip(keys, values))} would share the run folder {name!r}")
+        if name in seen:
+            raise ValueError(f"the grid lists the point {dict(zip(keys, values))} twice (run "
+                             f"{name!r}): list each value once")
+        seen[name] = values
         runs.append((name, params))
     return runs
 

@@ -1,5 +1,6 @@
 """`spt study run | batch | list`: papermill runs, grids, shards, failures, reruns."""
 import json
+import re
 
 import nbformat
 import pytest
@@ -38,6 +39,29 @@ def test_grid_file_and_shards_cover_every_cell_once(tmp_path):
     g.write_text("grid: {x: 3}\n")
     with pytest.raises(ValueError, match="non-empty list"):
         read_grid(g)
+
+
+def test_distinct_grid_values_get_distinct_run_folders():
+    roots = ["/data/lra v1", "/data/lra_v1", "/data/lra/v1", "/data/lrä v1", "/data/lrö v1",
+             "data-lra-v1"]
+    spec = {"fixed": {}, "grid": {"data_root": roots, "seeds": [[0], [1], [0, 1], "0", 0]}}
+    runs = batch_runs(spec)
+    names = [name for name, _ in runs]
+    assert len(set(names)) == len(names) == len(roots) * 5
+    assert [n for n, p in runs if p["seeds"] == 0] == [
+        n for n in names if n.endswith("__seeds=0")]  # a plain value keeps its own text
+    assert "data_root=data-lra-v1__seeds=0" in names
+    assert all(re.fullmatch(r"[A-Za-z0-9.+=_~-]+", n) for n in names), names
+    assert batch_runs(spec) == runs  # the same names every time (a rerun finds its DONE runs)
+    with pytest.raises(ValueError, match="lists the point .* twice"):
+        batch_runs({"fixed": {}, "grid": {"x": [1, 2, 1]}})
+
+
+def test_two_grid_points_that_would_share_a_folder_are_an_error(monkeypatch):
+    from spt.studies import runner
+    monkeypatch.setattr(runner, "run_name_part", lambda v: "same")  # a hash collision
+    with pytest.raises(ValueError, match="would share the run folder 'x=same'"):
+        batch_runs({"fixed": {}, "grid": {"x": [1, 2]}})
 
 
 def test_batch_shards_cover_every_cell_and_a_failure_spares_the_others(tmp_path):
