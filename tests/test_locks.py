@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from functools import partial
 
@@ -72,3 +73,26 @@ def test_a_study_run_takes_over_a_claim_whose_pid_was_reused(tmp_path, sleeper):
     ds = run_cells("reused", cells, tmp_path / "out", log=lines.append)
     assert sorted(ds.test_accuracy.values.ravel()) == [0.0, 1.0]
     assert not claim.exists() and not any("waiting" in s for s in lines)
+
+
+def test_a_run_says_which_cells_another_run_computed(tmp_path, monkeypatch):
+    from spt.studies import cells as cells_module
+    monkeypatch.setattr(cells_module, "WAIT_POLL", 0.05)
+    study = [Cell({"i": i}, partial(_value, i), {"i": i}) for i in range(2)]
+    claim = tmp_path / "out" / "shared" / "i=1.claim"
+    claim.parent.mkdir(parents=True)
+    claim.write_text(json.dumps({"host": "node17", "pid": 4242, "since": time.time()}))
+    lines, result = [], {}
+    t = threading.Thread(target=lambda: result.update(ds=run_cells(
+        "shared", study, tmp_path / "out", log=lines.append)), daemon=True)
+    t.start()
+    end = time.monotonic() + 30
+    while not any("waiting for 1 cell" in s for s in lines) and time.monotonic() < end:
+        time.sleep(0.05)
+    run_cells("shared", study[1:], tmp_path / "other", log=lambda s: None)  # node17's run
+    (tmp_path / "other" / "shared" / "i=1.nc").rename(claim.with_suffix(".nc"))
+    t.join(30)
+    assert not t.is_alive() and sorted(result["ds"].test_accuracy.values.ravel()) == [0.0, 1.0]
+    assert any("done 1/2" in s for s in lines)
+    assert lines[-1].strip() == (f"the other 1 of the 2 cells were computed by another run into "
+                                 f"{tmp_path / 'out' / 'shared'}: all 2 cells are done")

@@ -52,7 +52,12 @@ def cmd_run(args) -> int:
     out = run_study(args.name, args.out, preset=args.preset, parameters=params,
                     nb_dir=args.notebooks, log_output=stream_notebook_output(args.quiet),
                     progress=False)
-    print(f"executed notebook: {out}\nresults: {out.parent / out.stem}/")
+    stem = study_notebook(args.name, args.notebooks).stem
+    print(f"executed notebook: {out}" + ("" if out.stem == stem else
+          f" (another run was writing {out.with_name(stem + '.ipynb')})"))
+    results = out.parent / stem
+    if results.is_dir():
+        print(f"results: {results}/")
     return 0
 
 

@@ -1,5 +1,6 @@
 """`spt study run | batch | list`: papermill runs, grids, shards, failures, reruns."""
 import json
+import os
 import re
 
 import nbformat
@@ -90,6 +91,25 @@ def test_run_study_checks_parameters_and_saves_the_executed_notebook(tmp_path):
     assert json.loads((tmp_path / "o" / "value.json").read_text()) == {"x": 5}
     with pytest.raises(ValueError, match="no parameter.*'nope'.*x, out_dir"):
         run_study(str(nb), tmp_path / "o", parameters={"nope": 1})
+
+
+def test_a_second_run_names_its_own_notebook_and_the_results_folder_that_exists(capsys,
+                                                                               tmp_path):
+    from spt.studies.claims import release, try_claim
+    nb = tiny_notebook(tmp_path / "tiny.ipynb")
+    out = tmp_path / "o"
+    (out / "tiny").mkdir(parents=True)  # the results folder of a study notebook
+    first = out / "tiny.ipynb"
+    assert try_claim(first)  # the first run is writing OUT/tiny.ipynb
+    try:
+        assert main(["study", "run", str(nb), "--out", str(out), "--quiet"]) == 0
+    finally:
+        release(first)
+    printed = capsys.readouterr().out.splitlines()
+    second = out.resolve() / f"tiny.{os.getpid()}.ipynb"
+    assert printed == [f"executed notebook: {second} (another run was writing "
+                       f"{out.resolve() / 'tiny.ipynb'})", f"results: {out.resolve() / 'tiny'}/"]
+    assert second.exists()
 
 
 def test_cli_study_list_and_errors(capsys, tmp_path):
