@@ -143,8 +143,8 @@ def _check_device(notebook: str, device: Any) -> None:
 
 
 def _study_of(nb: Path):
-    from .registry import QUICKSTART, STUDIES
-    return QUICKSTART if nb.stem == QUICKSTART.name else STUDIES.get(nb.stem)
+    from .registry import notebook_study
+    return notebook_study(nb)
 
 
 def _check_study(notebook: str, study, params: dict) -> None:

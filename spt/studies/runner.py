@@ -2,6 +2,7 @@
 
     run_study("04_data_scales", out_dir="out", preset="smoke")      # out/04_data_scales.ipynb
                                                                    # + out/04_data_scales/*.nc
+    run_study("00_quickstart", out_dir="out", preset="smoke")       # the quickstart's smoke Setup
     run_batch("02_transformers_vs_s4", grid, out_dir="out", shard=(0, 2))
 
 A batch grid (YAML) has `fixed` parameters and a `grid` of parameters whose lists are crossed:
@@ -58,6 +59,25 @@ def executed_path(out_dir: Path, stem: str) -> Path:
     return out_nb if try_claim(out_nb) else out_dir / f"{stem}.{os.getpid()}.ipynb"
 
 
+def preset_parameters(nb: Path, preset: str) -> dict:
+    """The notebook parameters that run preset `preset`: {"preset": preset}, or the preset's
+    settings for a notebook that has them as parameters (the quickstart:
+    :attr:`Study.notebook_preset`)."""
+    if "preset" in notebook_parameters(nb):
+        return {"preset": preset}
+    from .registry import notebook_study
+    study = notebook_study(nb)
+    if study is None or study.notebook_preset is None:
+        from .parameters import ParameterError
+        raise ParameterError(f"{nb.name} has no presets (no parameter 'preset'): set its "
+                             f"parameters with -p NAME VALUE (`papermill --help-notebook {nb}`)")
+    try:
+        return study.notebook_preset(preset)
+    except ValueError as e:
+        from .parameters import ParameterError
+        raise ParameterError(f"{nb.name}: {e}") from None
+
+
 def run_study(name: str, out_dir, *, preset: Optional[str] = None, parameters: Optional[dict] = None,
               nb_dir=None, log_output: bool = False, progress: bool = False) -> Path:
     """Execute the study notebook with papermill (kernel python3) into ``out_dir/<name>.ipynb``
@@ -70,9 +90,8 @@ def run_study(name: str, out_dir, *, preset: Optional[str] = None, parameters: O
 
     nb = study_notebook(name, nb_dir)
     out_dir = Path(out_dir).resolve()
-    params = dict(parameters or {})
-    if preset is not None:
-        params["preset"] = preset
+    params = {**(preset_parameters(nb, preset) if preset is not None else {}),
+              **(parameters or {})}
     params["out_dir"] = str(out_dir)
     check_parameters(nb, params)
     writable_dir(out_dir)

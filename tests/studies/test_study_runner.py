@@ -114,8 +114,8 @@ def test_a_second_run_names_its_own_notebook_and_the_results_folder_that_exists(
 
 def test_cli_study_list_and_errors(capsys, tmp_path):
     assert main(["study", "list"]) == 0
-    names = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
-    assert names == ["01_lra_transformers", "02_transformers_vs_s4", "03_explicit_priors",
+    names = [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:-1]]
+    assert names == ["00_quickstart", "01_lra_transformers", "02_transformers_vs_s4", "03_explicit_priors",
                      "04_data_scales", "05_text_corpus_pretraining", "06_kernel_decay",
                      "07_additional_modalities", "08_compute_tied", "09_model_scales"]
     assert main(["study", "run", "99_nothing", "--out", str(tmp_path)]) == 2
