@@ -25,6 +25,7 @@ $(STAMP): $(PY) pyproject.toml tools/install_torch.sh
 	rm -f $(VENV)/.installed-*; touch $(STAMP)
 
 install: $(STAMP)
+	@echo "spt is installed in $(VENV)/: 'source $(VENV)/bin/activate' puts spt, papermill and jupyter on PATH (or call $(VENV)/bin/spt)"
 
 demo: install
 	mkdir -p $(RESULTS)
