@@ -198,12 +198,17 @@ def _guard(fn):
                 if e.ename == "KeyboardInterrupt":
                     print(f"spt study: interrupted; {RESUME}", file=sys.stderr)
                     return 130
+                said = getattr(e, "kernel_log", None)
                 print(f"spt study: the notebook failed: {e.ename}: {e.evalue}\n(see the executed "
-                      f"notebook under --out for the traceback)", file=sys.stderr)
+                      f"notebook under --out for the traceback"
+                      + (f"; what its processes printed last: {said})" if said else ")"),
+                      file=sys.stderr)
                 return 1
             if type(e).__name__ == "DeadKernelError":
+                said = getattr(e, "kernel_log", None)
                 print(f"spt study: the notebook's kernel died (killed, or out of memory?); "
-                      f"{RESUME}", file=sys.stderr)
+                      f"{RESUME}" + (f"\n(what the kernel wrote: {said})" if said else ""),
+                      file=sys.stderr)
                 return 1
             raise
     return run

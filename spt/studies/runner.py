@@ -52,6 +52,22 @@ def kernel_config():
     return config
 
 
+def kernel_manager(log_path: Path):
+    """A kernel manager class whose kernel writes its own stdout and stderr to `log_path`, not
+    to this terminal. What the notebook prints (the kernel's cells and the worker processes they
+    start) reaches the notebook, and papermill's log, through ipykernel's capture of the kernel's
+    output; the terminal copy ipykernel also writes would print each of those lines twice, along
+    with the kernel's own log lines ("[IPKernelApp] ERROR | KeyboardInterrupt caught in kernel")."""
+    from jupyter_client import AsyncKernelManager
+
+    class QuietKernelManager(AsyncKernelManager):
+        async def _async_launch_kernel(self, kernel_cmd, **kw):
+            with open(log_path, "ab") as f:  # the kernel holds its own copy of the descriptor
+                return await super()._async_launch_kernel(kernel_cmd, **{**kw, "stdout": f,
+                                                                         "stderr": f})
+    return QuietKernelManager
+
+
 def executed_path(out_dir: Path, stem: str) -> Path:
     """OUT/<stem>.ipynb, or OUT/<stem>.<pid>.ipynb while another live run is writing that one."""
     from .claims import try_claim
@@ -85,7 +101,9 @@ def run_study(name: str, out_dir, *, preset: Optional[str] = None, parameters: O
     results under ``out_dir``. log_output streams the notebook's output (one line per finished
     cell) to the ``papermill`` logger. Returns the executed notebook's path.
     A failing notebook raises papermill's PapermillExecutionError (the executed notebook, with
-    the error in it, is still written)."""
+    the error in it, is still written); a kernel that dies raises nbclient's DeadKernelError.
+    Either has ``kernel_log`` when the kernel wrote to its own stdout or stderr: the file that
+    holds it (the last lines of a failing cell's worker processes may be only there)."""
     import papermill as pm
 
     nb = study_notebook(name, nb_dir)
@@ -97,10 +115,23 @@ def run_study(name: str, out_dir, *, preset: Optional[str] = None, parameters: O
     writable_dir(out_dir)
     from .claims import release
     out_nb = executed_path(out_dir, nb.stem)
+    fd, kernel_log = tempfile.mkstemp(prefix=f"spt-kernel-{nb.stem}-", suffix=".log")
+    os.close(fd)
     try:
         pm.execute_notebook(str(nb), str(out_nb), parameters=params, kernel_name=KERNEL,
-                            config=kernel_config(),
+                            config=kernel_config(), kernel_manager_class=kernel_manager(
+                                Path(kernel_log)),
                             cwd=str(nb.parent), log_output=log_output, progress_bar=progress)
+    except Exception as e:
+        # what the kernel and its processes wrote (its last lines may not have reached the
+        # notebook before it failed or died): kept, and named in the error message
+        if Path(kernel_log).stat().st_size:
+            e.kernel_log = kernel_log
+        else:
+            Path(kernel_log).unlink(missing_ok=True)
+        raise
+    else:
+        Path(kernel_log).unlink(missing_ok=True)
     finally:
         release(out_nb)
     return out_nb

@@ -2,6 +2,8 @@
 import json
 import os
 import re
+import subprocess
+import sys
 
 import nbformat
 import pytest
@@ -110,6 +112,30 @@ def test_a_second_run_names_its_own_notebook_and_the_results_folder_that_exists(
     assert printed == [f"executed notebook: {second} (another run was writing "
                        f"{out.resolve() / 'tiny.ipynb'})", f"results: {out.resolve() / 'tiny'}/"]
     assert second.exists()
+
+
+def test_what_the_notebook_and_its_worker_processes_print_shows_once(tmp_path):
+    """The kernel's own stdout and stderr are not the terminal's: a line printed by a process the
+    notebook starts (a cell's worker) reaches the terminal once, through papermill's log."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    p = nbformat.v4.new_code_cell('out_dir: str = "."  # where to write')
+    p.metadata["tags"] = ["parameters"]
+    nb.cells = [p, nbformat.v4.new_code_cell(
+        "import subprocess, sys\nprint('from the kernel')\n"
+        "subprocess.run([sys.executable, '-c', 'print(\"from a worker\")'])"),
+        nbformat.v4.new_code_cell("import time\ntime.sleep(1)")]  # a study's tables and plots
+    nbformat.write(nb, tmp_path / "printing.ipynb")
+    # ipykernel captures its processes' output only outside pytest (PYTEST_CURRENT_TEST)
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    run = subprocess.run([sys.executable, "-m", "spt.cli", "study", "run",
+                          str(tmp_path / "printing.ipynb"), "--out", str(tmp_path)],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                         timeout=300)
+    lines = run.stdout.splitlines()
+    assert run.returncode == 0, lines
+    assert lines.count("from the kernel") == 1 and lines.count("from a worker") == 1, lines
 
 
 def test_cli_study_list_and_errors(capsys, tmp_path):
