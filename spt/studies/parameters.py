@@ -33,6 +33,11 @@ _KERNEL_NAMES = {"In", "Out", "get_ipython", "exit", "quit", "open"}
 class ParameterError(ValueError):
     """A notebook parameter with an unknown name, a wrong type or a value it cannot take."""
 
+    def _render_traceback_(self) -> list:
+        """What IPython shows in the notebook (and papermill reprints): this one line, not the
+        frames of the checks that found it."""
+        return [f"ParameterError: {self}"]
+
 
 def notebook_parameters(nb: Path) -> dict:
     """{name: {"inferred_type_name", "default", "help"}} of the notebook's parameters cell

@@ -138,6 +138,23 @@ def test_what_the_notebook_and_its_worker_processes_print_shows_once(tmp_path):
     assert lines.count("from the kernel") == 1 and lines.count("from a worker") == 1, lines
 
 
+def test_a_bad_parameter_is_one_line_in_the_notebook_and_in_papermills_error(tmp_path):
+    import papermill as pm
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell(
+        "from spt.studies.parameters import check_parameters\n"
+        f"check_parameters({str(tiny_notebook(tmp_path / 'tiny.ipynb'))!r}, {{'x': 'three'}})")]
+    nbformat.write(nb, tmp_path / "checks.ipynb")
+    with pytest.raises(pm.PapermillExecutionError) as err:
+        pm.execute_notebook(str(tmp_path / "checks.ipynb"), str(tmp_path / "out.ipynb"),
+                            kernel_name="python3", progress_bar=False)
+    said = [s for s in str(err.value).splitlines() if s.strip() and not s.startswith("---")]
+    assert said == ['Exception encountered at "In [1]":', "ParameterError: tiny.ipynb: parameter "
+                    "x takes type int (e.g. -p x '3'), got 'three' (str)"], said
+
+
 def test_cli_study_list_and_errors(capsys, tmp_path):
     assert main(["study", "list"]) == 0
     names = [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:-1]]
