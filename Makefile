@@ -25,6 +25,7 @@ $(STAMP): $(PY) pyproject.toml tools/install_torch.sh
 	rm -f $(VENV)/.installed-*; touch $(STAMP)
 
 install: $(STAMP)
+	@echo "spt is installed in $(VENV)/: 'source $(VENV)/bin/activate' puts spt, papermill and jupyter on PATH (or call $(VENV)/bin/spt)"
 
 demo: install
 	mkdir -p $(RESULTS)
@@ -37,7 +38,7 @@ test: install
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 # the dry run of every cell of every study's paper preset, on full-length fixtures in the official
-# formats (one optimiser step per stage at batch 2); CHECK_DEVICE=cuda on a GPU node
+# formats (two optimiser steps per stage at batch 2: spt.studies.check.TIMED_STEPS); CHECK_DEVICE=cuda on a GPU node
 FIXTURES ?= $(RESULTS)/fixtures
 CHECK_DEVICE ?= auto
 check-paper: install

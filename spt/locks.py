@@ -11,10 +11,14 @@ refreshes their modification times every :data:`REFRESH` seconds.
 
 **When a lock is stale** (the next process takes it over, and says so):
 
-* its holder is on this host and that pid is no longer running;
-* its holder is on another host, where spt cannot look at the process, and the lock has not been
-  refreshed for :data:`STALE_AFTER` seconds (a live holder refreshes it every :data:`REFRESH`
-  seconds, so only a dead or frozen one lets it age);
+* it has not been refreshed for :data:`STALE_AFTER` seconds, on any host (a live holder
+  refreshes it every :data:`REFRESH` seconds, so only a dead or frozen one lets it age; on another
+  host this is the only sign spt can read);
+* its holder is on this host and that pid is no longer running, or runs a process that started
+  after the lock was written (the pid was reused: a restarted container numbers its processes
+  from 1 again);
+* it names this very process, which does not hold it (an earlier process with the same pid wrote
+  it).
 * it is empty or unreadable and older than :data:`UNREADABLE_AFTER` seconds (spt never writes
   one; another program or a full disk did).
 
@@ -79,18 +83,43 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def stale(who: Optional[dict]) -> bool:
-    """True when the lock described by ``holder(path)`` may be taken over (the module's rule)."""
+def _started(pid: int) -> Optional[float]:
+    """When process `pid` started (seconds since the epoch, to about a second), where /proc says;
+    else None."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        ticks = int(stat.rsplit(")", 1)[1].split()[19])  # field 22: start time, in clock ticks
+        boot = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                    if line.startswith("btime "))
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
+def stale(who: Optional[dict], path=None) -> bool:
+    """True when the lock described by ``holder(path)`` may be taken over (the module's rule).
+    path: the lock file, so that a lock naming this process counts as held only when this
+    process took it."""
     if who is None:
         return True
     if who.get("unreadable"):
         return who["age"] > UNREADABLE_AFTER
-    if who["host"] == socket.gethostname():
-        try:
-            return not _alive(int(who["pid"]))
-        except (TypeError, ValueError):
-            return True
-    return who["age"] > STALE_AFTER
+    if who["age"] > STALE_AFTER:
+        return True
+    if who["host"] != socket.gethostname():
+        return False
+    try:
+        pid = int(who["pid"])
+    except (TypeError, ValueError):
+        return True
+    if pid == os.getpid():
+        with _held_lock:
+            return path is None or Path(path) not in _held
+    if not _alive(pid):
+        return True
+    started, since = _started(pid), who.get("since")
+    # the clock-tick start time and the boot time are rounded: 2 s of slack
+    return started is not None and isinstance(since, (int, float)) and started > since + 2
 
 
 def _ago(seconds: float) -> str:
@@ -108,7 +137,8 @@ def describe(path) -> str:
                 f"{UNREADABLE_AFTER:.0f} s)")
     since = who.get("since")
     held = f", held for {_ago(time.time() - since)}" if isinstance(since, (int, float)) else ""
-    rule = ("taken over when that process ends" if who["host"] == socket.gethostname() else
+    rule = ("taken over when that process ends or the lock is not refreshed for "
+            f"{STALE_AFTER / 60:.0f} min" if who["host"] == socket.gethostname() else
             f"taken over when not refreshed for {STALE_AFTER / 60:.0f} min; delete it if that "
             f"run is gone")
     return (f"{path}: host {who['host']}, pid {who['pid']}{held}, refreshed "
@@ -134,7 +164,7 @@ def acquire(path) -> bool:
                 os.link(tmp, path)
             except FileExistsError:
                 who = holder(path)
-                if not stale(who):
+                if not stale(who, path):
                     return False
                 now = holder(path)  # take a stale lock over only if it is still the one judged
                 if now is not None and _same_lock(now, who):

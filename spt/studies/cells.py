@@ -274,6 +274,9 @@ def run_cells(study: str, cells: Sequence[Cell], out_dir, *, workers: int = 1,
                 done[c.key] = ds
                 log(f"  done {finished}/{n_todo}: {c.key}: {_headline(ds)} ({secs:.0f} s)")
             pending = unfinished([c for c in pending if c.key not in done])
+        if finished < n_todo:
+            log(f"  the other {n_todo - finished} of the {n_todo} cells were computed by another "
+                f"run into {out_dir / study}: all {len(cells)} cells are done")
     except KeyboardInterrupt:
         log(f"{study}: interrupted with {len(done)} of {len(cells)} cells done (kept in "
             f"{out_dir / study}); rerun the same command to resume the others from their last "

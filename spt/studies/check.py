@@ -2,18 +2,19 @@
 
 A paper preset is hours of GPU time per cell; a crash on its first batch should cost seconds, not
 a night. The check takes every cell of a study (one seed: other seeds have the same shapes),
-loads its task from the data root, keeps the `batch` longest examples of each split (so the step
-runs at the task's real length), and runs the cell's own code with one optimiser step per stage:
+loads its task from the data root, keeps the longest examples of each split (so the steps run at
+the task's real length), and runs the cell's own code with two optimiser steps per stage
+(:data:`TIMED_STEPS`) at batch size `batch`:
 
-    pretraining -> finetuning from the checkpoint that step just wrote -> test evaluation
+    pretraining -> finetuning from the checkpoint those steps wrote -> test evaluation
     scratch     -> test evaluation
 
 Each stage also evaluates validation, as a real run does after every epoch. Per cell it reports
 the parameter count, the sequence length, the wall time of each stage and the peak memory
 (resident set on the CPU, max allocated on CUDA).
 
-Cost before you spend it: each stage takes two optimiser steps, and the second one (the first pays
-for allocation and warm-up) is timed, as is the validation pass per example. Multiplied by the
+Cost before you spend it: the second optimiser step of each stage (the first pays for allocation
+and warm-up) is timed, as is the validation pass per example. Multiplied by the
 stage's step cap and validations from the study's plan (:mod:`spt.studies.plan`, the paper's split
 sizes unless ``sizes="data"``), they give each stage's estimated wall time on this device, at most
 its time budget; a cell's estimate is the sum of its stages, a study's the sum over its cells and
@@ -47,8 +48,11 @@ _DRY_FIELDS = dict(epochs=1, accum_steps=1, patience=None, progress=False, num_w
                    ckpt_every=None)
 
 # optimiser steps per stage of `spt study check`: the first pays for allocation and warm-up, the
-# second is timed for the estimate
+# second is timed for the estimate. Every text that says how many steps the check takes (the
+# module docstring, `spt study check --help`, the Makefile) says this number
+# (tests/studies/test_study_check.py).
 TIMED_STEPS = 2
+STEPS_IN_WORDS = {1: "one", 2: "two", 3: "three"}[TIMED_STEPS]
 ESTIMATE_ASSUMPTION = (
     "estimated hours = step cap x (seconds of the dry run's second optimiser step) x (the "
     "stage's batch / the dry run's batch) + validations x validation examples x (seconds per "

@@ -17,10 +17,32 @@ def _value(text: str):
         return text
 
 
+def _all_studies() -> dict:
+    """{name: Study}: the quickstart, then the paper's studies."""
+    from .registry import QUICKSTART, STUDIES
+    return {QUICKSTART.name: QUICKSTART, **STUDIES}
+
+
+def _takes_model(name: str) -> bool:
+    """Whether `spt study run NAME` takes --model: a paper study whose Study.takes_models (its
+    notebook then has a `models` parameter, spt.studies.run_parameters). The quickstart takes
+    your models in notebooks/12_your_architecture.ipynb."""
+    from .registry import STUDIES
+    return name in STUDIES and STUDIES[name].takes_models
+
+
+TAKES_MODEL_TOO = "notebooks/12_your_architecture.ipynb runs the quickstart with your layer"
+
+
 def cmd_list(args) -> int:
-    from .runner import list_studies
-    for name, title in list_studies(args.notebooks).items():
-        print(f"{name:<30} {title}")
+    from .notebooks import notebooks_dir
+    folder = notebooks_dir(args.notebooks)
+    print(f"{'study':<27} {'presets':<26} {'--model':<8} what it compares")
+    for name, s in _all_studies().items():
+        if (folder / f"{name}.ipynb").is_file():
+            print(f"{name:<27} {', '.join(s.presets):<26} {'yes' if _takes_model(name) else '-':<8} "
+                  f"{s.title}")
+    print(f"(--model: your layer beside the study's models; {TAKES_MODEL_TOO})")
     return 0
 
 
@@ -40,19 +62,26 @@ def _models(specs: list) -> dict:
 
 
 def cmd_run(args) -> int:
+    from .registry import notebook_study
     from .runner import notebook_parameters, run_study, study_notebook
     params = {k: _value(v) for k, v in args.param}
+    nb = study_notebook(args.name, args.notebooks)
     if args.model:
-        if "models" not in notebook_parameters(study_notebook(args.name, args.notebooks)):
-            raise ValueError(f"study {args.name} takes no models (--model): studies "
-                             f"01_lra_transformers, 02_transformers_vs_s4 and 04_data_scales do, "
-                             f"and notebooks/12_your_architecture.ipynb runs the quickstart with "
-                             f"your layer")
+        if "models" not in notebook_parameters(nb):
+            raise ValueError(f"study {args.name} takes no models (--model); these do: "
+                             f"{', '.join(n for n in _all_studies() if _takes_model(n))} (and "
+                             f"{TAKES_MODEL_TOO})")
         params["models"] = {**(params.get("models") or {}), **_models(args.model)}
-    out = run_study(args.name, args.out, preset=args.preset, parameters=params,
+    preset = args.preset or ("smoke" if notebook_study(nb) is not None else None)
+    out = run_study(args.name, args.out, preset=preset, parameters=params,
                     nb_dir=args.notebooks, log_output=stream_notebook_output(args.quiet),
                     progress=False)
-    print(f"executed notebook: {out}\nresults: {out.parent / out.stem}/")
+    stem = nb.stem
+    print(f"executed notebook: {out}" + ("" if out.stem == stem else
+          f" (another run was writing {out.with_name(stem + '.ipynb')})"))
+    results = out.parent / stem
+    if results.is_dir():
+        print(f"results: {results}/")
     return 0
 
 
@@ -169,15 +198,36 @@ def _guard(fn):
                 if e.ename == "KeyboardInterrupt":
                     print(f"spt study: interrupted; {RESUME}", file=sys.stderr)
                     return 130
+                said = getattr(e, "kernel_log", None)
                 print(f"spt study: the notebook failed: {e.ename}: {e.evalue}\n(see the executed "
-                      f"notebook under --out for the traceback)", file=sys.stderr)
+                      f"notebook under --out for the traceback"
+                      + (f"; what its processes printed last: {said})" if said else ")"),
+                      file=sys.stderr)
                 return 1
             if type(e).__name__ == "DeadKernelError":
+                said = getattr(e, "kernel_log", None)
                 print(f"spt study: the notebook's kernel died (killed, or out of memory?); "
-                      f"{RESUME}", file=sys.stderr)
+                      f"{RESUME}" + (f"\n(what the kernel wrote: {said})" if said else ""),
+                      file=sys.stderr)
                 return 1
             raise
     return run
+
+
+def _presets_help() -> str:
+    """What each preset is (spt.studies.run_parameters.PRESET_SAYS) and which studies have it."""
+    from .run_parameters import PRESET_SAYS
+    studies = _all_studies()
+    names = list(dict.fromkeys(p for s in studies.values() for p in s.presets))
+    parts = []
+    for p in names:
+        have = [n.split("_", 1)[0] for n, s in studies.items() if p in s.presets]
+        says = PRESET_SAYS.get(p, "")
+        where = ("every study" if len(have) == len(studies) else
+                 f"stud{'y' if len(have) == 1 else 'ies'} {', '.join(have)}")
+        parts.append(f"{p} ({says + '; ' if says else ''}{where})")
+    return ("; ".join(parts) + ". Default: smoke. (`make demo` runs the quickstart's notebook with "
+            "its own defaults: its laptop preset.)")
 
 
 def add_study_commands(subparsers) -> argparse.ArgumentParser:
@@ -195,14 +245,13 @@ def add_study_commands(subparsers) -> argparse.ArgumentParser:
                        "executed notebook is saved as OUT/NAME.ipynb, the results under OUT/NAME/. "
                        "Rerunning reuses finished results.")
     q.add_argument("name", help="study name (see `spt study list`)")
-    q.add_argument("--preset", default=None,
-                   help="smoke (CPU, a minute), laptop (2-core CPU, 20-45 min: studies 01, 03, 04, "
-                        "06; the quickstart's is `make demo`) or paper")
+    q.add_argument("--preset", default=None, help=_presets_help())
     q.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
                    help="a notebook parameter (VALUE read as YAML: 3, 0.5, true, [0, 1])")
     q.add_argument("--model", action="append", default=[], metavar="NAME=SPEC",
                    help="your layer beside the study's models, trained by the protocol of its "
-                   "first model and sized like it (studies 01, 02, 04). SPEC: module:Class, or "
+                   "first model and sized like it (the studies `spt study list` marks). SPEC: "
+                   "module:Class, or "
                    "JSON {\"layer\": \"module:Class\", \"kwargs\": {...}, \"bidirectional\": "
                    "true} (bidirectional: a causal-only layer for masked SPT). Repeatable")
     q.add_argument("--out", required=True, help="output folder")
@@ -210,12 +259,14 @@ def add_study_commands(subparsers) -> argparse.ArgumentParser:
                    "(by default each finished cell prints a line: its metric and time)")
     q.set_defaults(func=_guard(cmd_run))
 
+    from .check import STEPS_IN_WORDS
     q = sub.add_parser("check", help="dry-run every cell of a preset at its real shapes",
                        description="Build every cell of the study's preset at the task's real "
-                       "length and take one optimiser step of each stage (pretraining, finetuning "
-                       "from the checkpoint that step wrote, scratch) on the longest examples of "
-                       "each split, evaluation included. One line per cell: parameters, length, "
-                       "stage times, peak memory, pass or the error. Exit 1 if any cell fails. "
+                       f"length and take {STEPS_IN_WORDS} optimiser steps of each stage (pretraining, "
+                       "finetuning from the checkpoint those steps wrote, scratch) on the longest "
+                       "examples of each split, evaluation included; the second step is timed for "
+                       "the cost estimate. One line per cell: parameters, length, stage times, peak "
+                       "memory, estimated hours, pass or the error. Exit 1 if any cell fails. "
                        "Without real data: `spt data fixtures DIR` writes tiny full-length ones.")
     q.add_argument("name", nargs="+", help="study name(s) (see `spt study list`), or all")
     q.add_argument("--preset", default="paper", help="preset to check (default paper)")
@@ -233,7 +284,7 @@ def add_study_commands(subparsers) -> argparse.ArgumentParser:
 
     q = sub.add_parser("plan", help="what every stage of every cell will do, before it trains",
                        description="For every cell and stage of a study's preset: examples, steps "
-                       "per epoch, the step cap, warmup, the lr schedule's shape (lr at 0/10/50/100%% "
+                       "per epoch, the step cap, warmup, the lr schedule's shape (lr at 0/10/50/100% "
                        "of the cap), patience in steps, validations, time budget; flags what cannot "
                        "work as intended (a warmup that outlasts the run, an empty split) and "
                        "exits 1 on a flag unless --allow-flags. Without "

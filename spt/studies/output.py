@@ -26,9 +26,16 @@ class _OneLine(logging.Formatter):
         return record.getMessage().rstrip("\n")
 
 
+# whether the notebook has said that a Ctrl-C stopped it (its study's own line, with how many
+# cells are done and where), so that `spt` does not say so a second time
+said: dict = {"interrupted": False}
+
+
 def _notebook_output_only(record: logging.LogRecord) -> bool:
     """The notebook's own output lines, without papermill's cell markers and blank lines."""
     text = record.getMessage().strip()
+    if ": interrupted with " in text:  # spt.studies.cells.run_cells on a KeyboardInterrupt
+        said["interrupted"] = True
     return bool(text) and not text.startswith(("Executing Cell", "Ending Cell",
                                                "Executing notebook with kernel"))
 

@@ -33,6 +33,11 @@ _KERNEL_NAMES = {"In", "Out", "get_ipython", "exit", "quit", "open"}
 class ParameterError(ValueError):
     """A notebook parameter with an unknown name, a wrong type or a value it cannot take."""
 
+    def _render_traceback_(self) -> list:
+        """What IPython shows in the notebook (and papermill reprints): this one line, not the
+        frames of the checks that found it."""
+        return [f"ParameterError: {self}"]
+
 
 def notebook_parameters(nb: Path) -> dict:
     """{name: {"inferred_type_name", "default", "help"}} of the notebook's parameters cell
@@ -143,8 +148,8 @@ def _check_device(notebook: str, device: Any) -> None:
 
 
 def _study_of(nb: Path):
-    from .registry import QUICKSTART, STUDIES
-    return QUICKSTART if nb.stem == QUICKSTART.name else STUDIES.get(nb.stem)
+    from .registry import notebook_study
+    return notebook_study(nb)
 
 
 def _check_study(notebook: str, study, params: dict) -> None:

@@ -135,8 +135,10 @@ LAPTOP = Setup()
 # The continuous-pixel setting (standardised values, L1 pretraining) at the laptop budgets.
 CONTINUOUS = Setup(tokens=False)
 
+# pretrain_val=30 validates pretraining on all 30 validation images (as None would), in a value the
+# notebook's int parameter can hold
 SMOKE = Setup(n_train=24, val_size=30, d_model=16, n_layers=1, n_heads=2, pretrain_epochs=2,
-              max_epochs=3, patience=2, scratch_lrs=(), pretrain_val=None, tokens=False,
+              max_epochs=3, patience=2, scratch_lrs=(), pretrain_val=30, tokens=False,
               eval_every=1, pretrain_eval_every=1)
 
 
@@ -159,6 +161,22 @@ PRESETS = {
     "continuous": lambda data_root=None: grid(CONTINUOUS, name="continuous", note=(
         "the laptop preset with continuous pixel values (L1 pretraining) instead of tokens")),
 }
+
+def notebook_parameters(preset: str) -> dict:
+    """The notebook's parameters that run preset `preset` (its Setup's fields and seeds): what
+    ``spt study run 00_quickstart --preset NAME`` passes. The notebook's own defaults are the
+    laptop preset's (tests/test_quickstart.py)."""
+    if preset not in SETUPS:
+        raise ValueError(f"study {NAME}: unknown preset {preset!r}; choose from {', '.join(SETUPS)}")
+    setup = SETUPS[preset]
+    params = {f.name: getattr(setup, f.name) for f in dataclasses.fields(setup)
+              if f.name != "progress"}
+    params["scratch_lrs"] = list(setup.scratch_lrs)
+    params["seeds"] = list(PRESETS[preset]().seeds)
+    if preset == "smoke":  # two tiny cells: faster in this process than in two new workers
+        params["workers"] = 1
+    return params
+
 
 def preset_of(setup: Setup) -> GridPreset:
     """The GridPreset of a Setup: the named preset when it is one of SETUPS (so its note is
@@ -357,4 +375,5 @@ def describe_budgets(ds: xr.Dataset, setup: Setup) -> str:
 
 STUDY = Study(NAME, "The quickstart: SPT vs. scratch on 100 digits as pixel tokens, six seeds",
               ("init", "seed"), PRESETS, summary_table, takes_models=True, preset_from=preset_of,
-              finish=spt_pretraining_only, no_paper=NO_PAPER_PRESET)
+              notebook_preset=notebook_parameters, finish=spt_pretraining_only,
+              no_paper=NO_PAPER_PRESET)

@@ -7,6 +7,9 @@ STUDIES holds the paper's studies (notebooks 01-09); :func:`study` also knows th
 """
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Optional
+
 from . import (
     compute_tied,
     data_scales,
@@ -36,3 +39,9 @@ def study(name) -> Study:
     if name not in STUDIES:
         raise ValueError(f"no study {name!r}; studies: {QUICKSTART.name}, {', '.join(STUDIES)}")
     return STUDIES[name]
+
+
+def notebook_study(nb) -> Optional[Study]:
+    """The Study whose notebook is `nb` (a path; its stem is the study's name), or None."""
+    name = Path(nb).stem
+    return QUICKSTART if name == QUICKSTART.name else STUDIES.get(name)

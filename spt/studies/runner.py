@@ -2,6 +2,7 @@
 
     run_study("04_data_scales", out_dir="out", preset="smoke")      # out/04_data_scales.ipynb
                                                                    # + out/04_data_scales/*.nc
+    run_study("00_quickstart", out_dir="out", preset="smoke")       # the quickstart's smoke Setup
     run_batch("02_transformers_vs_s4", grid, out_dir="out", shard=(0, 2))
 
 A batch grid (YAML) has `fixed` parameters and a `grid` of parameters whose lists are crossed:
@@ -18,6 +19,7 @@ GPUs / nodes cover every run exactly once. (A batch run's notebook then runs its
 """
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import os
@@ -50,11 +52,46 @@ def kernel_config():
     return config
 
 
+def kernel_manager(log_path: Path):
+    """A kernel manager class whose kernel writes its own stdout and stderr to `log_path`, not
+    to this terminal. What the notebook prints (the kernel's cells and the worker processes they
+    start) reaches the notebook, and papermill's log, through ipykernel's capture of the kernel's
+    output; the terminal copy ipykernel also writes would print each of those lines twice, along
+    with the kernel's own log lines ("[IPKernelApp] ERROR | KeyboardInterrupt caught in kernel")."""
+    from jupyter_client import AsyncKernelManager
+
+    class QuietKernelManager(AsyncKernelManager):
+        async def _async_launch_kernel(self, kernel_cmd, **kw):
+            with open(log_path, "ab") as f:  # the kernel holds its own copy of the descriptor
+                return await super()._async_launch_kernel(kernel_cmd, **{**kw, "stdout": f,
+                                                                         "stderr": f})
+    return QuietKernelManager
+
+
 def executed_path(out_dir: Path, stem: str) -> Path:
     """OUT/<stem>.ipynb, or OUT/<stem>.<pid>.ipynb while another live run is writing that one."""
     from .claims import try_claim
     out_nb = out_dir / f"{stem}.ipynb"
     return out_nb if try_claim(out_nb) else out_dir / f"{stem}.{os.getpid()}.ipynb"
+
+
+def preset_parameters(nb: Path, preset: str) -> dict:
+    """The notebook parameters that run preset `preset`: {"preset": preset}, or the preset's
+    settings for a notebook that has them as parameters (the quickstart:
+    :attr:`Study.notebook_preset`)."""
+    if "preset" in notebook_parameters(nb):
+        return {"preset": preset}
+    from .registry import notebook_study
+    study = notebook_study(nb)
+    if study is None or study.notebook_preset is None:
+        from .parameters import ParameterError
+        raise ParameterError(f"{nb.name} has no presets (no parameter 'preset'): set its "
+                             f"parameters with -p NAME VALUE (`papermill --help-notebook {nb}`)")
+    try:
+        return study.notebook_preset(preset)
+    except ValueError as e:
+        from .parameters import ParameterError
+        raise ParameterError(f"{nb.name}: {e}") from None
 
 
 def run_study(name: str, out_dir, *, preset: Optional[str] = None, parameters: Optional[dict] = None,
@@ -64,23 +101,37 @@ def run_study(name: str, out_dir, *, preset: Optional[str] = None, parameters: O
     results under ``out_dir``. log_output streams the notebook's output (one line per finished
     cell) to the ``papermill`` logger. Returns the executed notebook's path.
     A failing notebook raises papermill's PapermillExecutionError (the executed notebook, with
-    the error in it, is still written)."""
+    the error in it, is still written); a kernel that dies raises nbclient's DeadKernelError.
+    Either has ``kernel_log`` when the kernel wrote to its own stdout or stderr: the file that
+    holds it (the last lines of a failing cell's worker processes may be only there)."""
     import papermill as pm
 
     nb = study_notebook(name, nb_dir)
     out_dir = Path(out_dir).resolve()
-    params = dict(parameters or {})
-    if preset is not None:
-        params["preset"] = preset
+    params = {**(preset_parameters(nb, preset) if preset is not None else {}),
+              **(parameters or {})}
     params["out_dir"] = str(out_dir)
     check_parameters(nb, params)
     writable_dir(out_dir)
     from .claims import release
     out_nb = executed_path(out_dir, nb.stem)
+    fd, kernel_log = tempfile.mkstemp(prefix=f"spt-kernel-{nb.stem}-", suffix=".log")
+    os.close(fd)
     try:
         pm.execute_notebook(str(nb), str(out_nb), parameters=params, kernel_name=KERNEL,
-                            config=kernel_config(),
+                            config=kernel_config(), kernel_manager_class=kernel_manager(
+                                Path(kernel_log)),
                             cwd=str(nb.parent), log_output=log_output, progress_bar=progress)
+    except Exception as e:
+        # what the kernel and its processes wrote (its last lines may not have reached the
+        # notebook before it failed or died): kept, and named in the error message
+        if Path(kernel_log).stat().st_size:
+            e.kernel_log = kernel_log
+        else:
+            Path(kernel_log).unlink(missing_ok=True)
+        raise
+    else:
+        Path(kernel_log).unlink(missing_ok=True)
     finally:
         release(out_nb)
     return out_nb
@@ -110,20 +161,49 @@ def read_grid(path) -> dict:
     return {"fixed": spec.get("fixed") or {}, "grid": spec["grid"], "slurm": spec.get("slurm") or {}}
 
 
-def _slug(v) -> str:
-    s = json.dumps(v) if not isinstance(v, str) else v
-    return re.sub(r"[^A-Za-z0-9.+-]+", "-", s).strip("-") or "x"
+_SAFE = re.compile(r"[A-Za-z0-9.+-]+")
+
+
+def _is_json_scalar(text: str) -> bool:
+    try:
+        return not isinstance(json.loads(text), str)
+    except ValueError:
+        return False
+
+
+def run_name_part(v) -> str:
+    """One grid value in a run folder's name: its text where that is a plain file name that
+    names only this value (``0``, ``0.5``, ``cuda``, ``laptop``), else a readable slug plus a
+    short hash of the exact value (``/data/lra v1`` -> ``data-lra-v1~3b5e0c``), so that distinct
+    values never share a folder."""
+    text = v if isinstance(v, str) else json.dumps(v)
+    plain = bool(_SAFE.fullmatch(text)) and not text.startswith("-") and not text.endswith("-")
+    if isinstance(v, str) and _is_json_scalar(text):
+        plain = False  # the string "1" beside the number 1, "true" beside true
+    if plain:
+        return text
+    slug = re.sub(r"[^A-Za-z0-9.+-]+", "-", text).strip("-")[:40] or "x"
+    digest = hashlib.sha256(json.dumps(v, sort_keys=True).encode()).hexdigest()[:6]
+    return f"{slug}~{digest}"
 
 
 def batch_runs(spec: dict) -> list[tuple[str, dict]]:
     """[(run name, notebook parameters)] of a batch grid in a fixed order: the product of the
     grid lists, in file order. Each is one papermill run of the notebook (whose own study cells
-    it then runs or reuses)."""
+    it then runs or reuses) into ``OUT/<run name>/``; the name joins ``param=value`` per grid
+    parameter (:func:`run_name_part`), distinct for distinct grid points."""
     keys = list(spec["grid"])
-    runs = []
+    runs, seen = [], {}
     for values in itertools.product(*(spec["grid"][k] for k in keys)):
         params = {**spec["fixed"], **dict(zip(keys, values))}
-        name = "__".join(f"{k}={_slug(v)}" for k, v in zip(keys, values))
+        name = "__".join(f"{k}={run_name_part(v)}" for k, v in zip(keys, values))
+        if name in seen and seen[name] != values:
+            raise ValueError(f"grid points {dict(zip(keys, seen[name]))} and "
+                             f"{dict(zip(keys, values))} would share the run folder {name!r}")
+        if name in seen:
+            raise ValueError(f"the grid lists the point {dict(zip(keys, values))} twice (run "
+                             f"{name!r}): list each value once")
+        seen[name] = values
         runs.append((name, params))
     return runs
 

@@ -107,6 +107,9 @@ class Study:
     make_table : fn(Dataset) -> DataFrame: our results beside the paper's.
     takes_models : whether your models (``models=``) can run beside the preset's own.
     preset_from : fn(obj) -> GridPreset for presets given as objects (the quickstart's Setup).
+    notebook_preset : for a notebook whose parameters are a preset's settings rather than a
+               `preset` name (the quickstart's): fn(preset name) -> those parameters, what
+               ``spt study run NAME --preset P`` passes it. None: the notebook takes `preset`.
     finish   : fn(Dataset) -> Dataset applied to the combined results (None: as they are).
     no_paper : for a study without a paper preset, where the paper's settings are run instead
                (what ``deviations("paper")`` says).
@@ -119,6 +122,7 @@ class Study:
     make_table: Callable
     takes_models: bool = False
     preset_from: Optional[Callable] = None
+    notebook_preset: Optional[Callable] = None
     finish: Optional[Callable] = None
     no_paper: str = ""
 
@@ -152,8 +156,8 @@ class Study:
         p = only_tasks(p, tasks, self.name)
         if models:
             if not self.takes_models:
-                raise ValueError(f"study {self.name} does not take your models (models=): the "
-                                 f"grid studies 00 quickstart, 01-04 and 07-09 do")
+                raise ValueError(f"study {self.name} does not take your models (models=); "
+                                 f"`spt study list` marks the studies that do")
             from .yours import with_models
             p = with_models(p, models, self.name)
         return p

@@ -1,5 +1,9 @@
 """`spt study run | batch | list`: papermill runs, grids, shards, failures, reruns."""
 import json
+import os
+import re
+import subprocess
+import sys
 
 import nbformat
 import pytest
@@ -40,6 +44,29 @@ def test_grid_file_and_shards_cover_every_cell_once(tmp_path):
         read_grid(g)
 
 
+def test_distinct_grid_values_get_distinct_run_folders():
+    roots = ["/data/lra v1", "/data/lra_v1", "/data/lra/v1", "/data/lrä v1", "/data/lrö v1",
+             "data-lra-v1"]
+    spec = {"fixed": {}, "grid": {"data_root": roots, "seeds": [[0], [1], [0, 1], "0", 0]}}
+    runs = batch_runs(spec)
+    names = [name for name, _ in runs]
+    assert len(set(names)) == len(names) == len(roots) * 5
+    assert [n for n, p in runs if p["seeds"] == 0] == [
+        n for n in names if n.endswith("__seeds=0")]  # a plain value keeps its own text
+    assert "data_root=data-lra-v1__seeds=0" in names
+    assert all(re.fullmatch(r"[A-Za-z0-9.+=_~-]+", n) for n in names), names
+    assert batch_runs(spec) == runs  # the same names every time (a rerun finds its DONE runs)
+    with pytest.raises(ValueError, match="lists the point .* twice"):
+        batch_runs({"fixed": {}, "grid": {"x": [1, 2, 1]}})
+
+
+def test_two_grid_points_that_would_share_a_folder_are_an_error(monkeypatch):
+    from spt.studies import runner
+    monkeypatch.setattr(runner, "run_name_part", lambda v: "same")  # a hash collision
+    with pytest.raises(ValueError, match="would share the run folder 'x=same'"):
+        batch_runs({"fixed": {}, "grid": {"x": [1, 2]}})
+
+
 def test_batch_shards_cover_every_cell_and_a_failure_spares_the_others(tmp_path):
     nb = tiny_notebook(tmp_path / "tiny.ipynb")
     spec = {"fixed": {}, "grid": {"x": [1, 2, 3, 4]}}
@@ -68,10 +95,70 @@ def test_run_study_checks_parameters_and_saves_the_executed_notebook(tmp_path):
         run_study(str(nb), tmp_path / "o", parameters={"nope": 1})
 
 
+def test_a_second_run_names_its_own_notebook_and_the_results_folder_that_exists(capsys,
+                                                                               tmp_path):
+    from spt.studies.claims import release, try_claim
+    nb = tiny_notebook(tmp_path / "tiny.ipynb")
+    out = tmp_path / "o"
+    (out / "tiny").mkdir(parents=True)  # the results folder of a study notebook
+    first = out / "tiny.ipynb"
+    assert try_claim(first)  # the first run is writing OUT/tiny.ipynb
+    try:
+        assert main(["study", "run", str(nb), "--out", str(out), "--quiet"]) == 0
+    finally:
+        release(first)
+    printed = capsys.readouterr().out.splitlines()
+    second = out.resolve() / f"tiny.{os.getpid()}.ipynb"
+    assert printed == [f"executed notebook: {second} (another run was writing "
+                       f"{out.resolve() / 'tiny.ipynb'})", f"results: {out.resolve() / 'tiny'}/"]
+    assert second.exists()
+
+
+def test_what_the_notebook_and_its_worker_processes_print_shows_once(tmp_path):
+    """The kernel's own stdout and stderr are not the terminal's: a line printed by a process the
+    notebook starts (a cell's worker) reaches the terminal once, through papermill's log."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    p = nbformat.v4.new_code_cell('out_dir: str = "."  # where to write')
+    p.metadata["tags"] = ["parameters"]
+    nb.cells = [p, nbformat.v4.new_code_cell(
+        "import subprocess, sys\nprint('from the kernel')\n"
+        "subprocess.run([sys.executable, '-c', 'print(\"from a worker\")'])"),
+        nbformat.v4.new_code_cell("import time\ntime.sleep(1)")]  # a study's tables and plots
+    nbformat.write(nb, tmp_path / "printing.ipynb")
+    # ipykernel captures its processes' output only outside pytest (PYTEST_CURRENT_TEST)
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    run = subprocess.run([sys.executable, "-m", "spt.cli", "study", "run",
+                          str(tmp_path / "printing.ipynb"), "--out", str(tmp_path)],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                         timeout=300)
+    lines = run.stdout.splitlines()
+    assert run.returncode == 0, lines
+    assert lines.count("from the kernel") == 1 and lines.count("from a worker") == 1, lines
+
+
+def test_a_bad_parameter_is_one_line_in_the_notebook_and_in_papermills_error(tmp_path):
+    import papermill as pm
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell(
+        "from spt.studies.parameters import check_parameters\n"
+        f"check_parameters({str(tiny_notebook(tmp_path / 'tiny.ipynb'))!r}, {{'x': 'three'}})")]
+    nbformat.write(nb, tmp_path / "checks.ipynb")
+    with pytest.raises(pm.PapermillExecutionError) as err:
+        pm.execute_notebook(str(tmp_path / "checks.ipynb"), str(tmp_path / "out.ipynb"),
+                            kernel_name="python3", progress_bar=False)
+    said = [s for s in str(err.value).splitlines() if s.strip() and not s.startswith("---")]
+    assert said == ['Exception encountered at "In [1]":', "ParameterError: tiny.ipynb: parameter "
+                    "x takes type int (e.g. -p x '3'), got 'three' (str)"], said
+
+
 def test_cli_study_list_and_errors(capsys, tmp_path):
     assert main(["study", "list"]) == 0
-    names = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
-    assert names == ["01_lra_transformers", "02_transformers_vs_s4", "03_explicit_priors",
+    names = [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:-1]]
+    assert names == ["00_quickstart", "01_lra_transformers", "02_transformers_vs_s4", "03_explicit_priors",
                      "04_data_scales", "05_text_corpus_pretraining", "06_kernel_decay",
                      "07_additional_modalities", "08_compute_tied", "09_model_scales"]
     assert main(["study", "run", "99_nothing", "--out", str(tmp_path)]) == 2
