@@ -33,6 +33,7 @@ from ..layer_config import LayerConfig
 from ..model_config import ModelConfigType, model_config_from_dict
 from ..sgconv_config import SGConvConfig
 from ..ssm_config import SSMConfig
+from .dropout import Dropout
 from .heads import ClassifierHead, ContinuousEncoder, PairClassifierHead, TokenEncoder, TokenHead
 from .hub_mixin import HubMixin, NotAnSptCheckpoint, hub_config
 from .init import apply_init_
@@ -86,7 +87,7 @@ class Backbone(nn.Module):
                             f"position t only sees positions <= t)")
         self.encoder = encoder
         self.positions = positions
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
         self.layers = layers
 
     @property

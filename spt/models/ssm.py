@@ -42,6 +42,7 @@ from torch.utils.checkpoint import checkpoint
 from ..kernels import c_to_ctilde, ctilde_to_c, dplr_discrete, dplr_kernel, fft_conv, vandermonde
 from ..ssm_config import SSMConfig
 from . import hippo
+from .dropout import Dropout
 from .init import paper_random_init_
 
 
@@ -267,7 +268,7 @@ class ConvBlock(nn.Module):
         self.kernel = kernel_fn(cfg, 1 if cfg.causal else 2)
         self.D = nn.Parameter(torch.randn(H))
         self.act = nn.GELU()
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = Dropout(cfg.dropout)
         self.out = nn.Sequential(nn.Linear(H, 2 * H), nn.GLU()) if cfg.glu else nn.Linear(H, H)
 
     def _post(self, y: torch.Tensor) -> torch.Tensor:
