@@ -13,17 +13,24 @@ For each stage of the demo (masked pretraining, supervised training), one table 
                 checkpoints included
 
 per-step milliseconds (the best of --repeat runs, so other processes on the machine count as
-little as possible) and fit / floor. Measure "before" by running this same file against an older
-checkout (``PYTHONPATH=<old checkout> python bench/step_time.py``): it uses only fit()'s public
-arguments. The machine's load average is printed with the table: timings on a shared machine mean
-little without it.
+little as possible) and fit / floor. Before / after in one run:
+
+    git archive cedade5 | tar -x -C /tmp/spt-before
+    .venv/bin/python bench/step_time.py --compare /tmp/spt-before,.
+
+measures each checkout in its own process, alternating between them --repeat times (so a change
+in the machine's load hits both alike), and prints one table per checkout; the script uses only
+fit()'s public arguments, so it runs against older checkouts. The machine's load average is
+printed with the table: timings on a shared machine mean little without it.
 """
 from __future__ import annotations
 
 import argparse
-import dataclasses
+import json
 import math
 import os
+import subprocess
+import sys
 import tempfile
 import time
 
@@ -110,33 +117,61 @@ def _fit(stage: str, steps: int) -> float:
         return 1000 * (time.perf_counter() - t0) / r.steps
 
 
+def measure(stages: list, steps: int) -> dict:
+    """{stage: (floor, +optimizer, fit) ms per step}, one run of each."""
+    return {s: (_floor(s, steps, False), _floor(s, steps, True), _fit(s, steps)) for s in stages}
+
+
+def print_table(title: str, best: dict) -> None:
+    print(title)
+    print("| stage | floor: fwd+bwd (ms) | +optimizer (ms) | fit() per step (ms) | fit / floor |")
+    print("|---|---|---|---|---|")
+    for stage, (fl, op, ft) in best.items():
+        print(f"| {stage} | {fl:.2f} | {op:.2f} | {ft:.2f} | {ft / fl:.2f} |")
+
+
+def _best(runs: list) -> dict:
+    return {s: tuple(min(r[s][i] for r in runs) for i in range(3)) for s in runs[0]}
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=280, help="optimiser steps per measurement")
     p.add_argument("--repeat", type=int, default=3, help="the best of this many runs is reported")
-    p.add_argument("--threads", type=int, default=None,
-                   help="torch.set_num_threads before measuring (default: torch's own choice)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch threads (1: what each of the demo's two worker processes uses)")
     p.add_argument("--stages", default="pretrain,finetune")
+    p.add_argument("--compare", default=None,
+                   help="comma-separated checkouts to measure alternately, each in its own process")
+    p.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # one run, for --compare
     a = p.parse_args(argv)
-    if a.threads:
-        torch.set_num_threads(a.threads)
+    torch.set_num_threads(a.threads)
+    stages = a.stages.split(",")
     load0 = os.getloadavg()[0]
-    rows = []
-    for stage in a.stages.split(","):
-        fl = min(_floor(stage, a.steps, False) for _ in range(a.repeat))
-        op = min(_floor(stage, a.steps, True) for _ in range(a.repeat))
-        ft = min(_fit(stage, a.steps) for _ in range(a.repeat))
-        rows.append((stage, fl, op, ft))
-    import spt
-
-    print(f"spt {getattr(spt, '__file__', '?')}; torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads; load average {load0:.2f} at start, "
+    if a.json:
+        print(json.dumps(measure(stages, a.steps)))
+        return
+    if a.compare:
+        trees = [os.path.abspath(t) for t in a.compare.split(",")]
+        runs: dict = {t: [] for t in trees}
+        for _ in range(a.repeat):
+            for t in trees:
+                out = subprocess.run([sys.executable, os.path.abspath(__file__), "--json",
+                                      "--steps", str(a.steps), "--threads", str(a.threads),
+                                      "--stages", a.stages, "--repeat", "1"],
+                                     env={**os.environ, "PYTHONPATH": t}, check=True,
+                                     capture_output=True, text=True).stdout
+                runs[t].append(json.loads(out.strip().splitlines()[-1]))
+        tables = {t: _best(r) for t, r in runs.items()}
+    else:
+        import spt
+        tables = {os.path.dirname(os.path.dirname(spt.__file__)):
+                  _best([measure(stages, a.steps) for _ in range(a.repeat)])}
+    print(f"torch {torch.__version__}, {a.threads} thread(s); load average {load0:.2f} at start, "
           f"{os.getloadavg()[0]:.2f} at end; best of {a.repeat} x {a.steps} steps; "
           f"SPT_CURVES={os.environ.get('SPT_CURVES', '(unset: tensorboard)')}")
-    print(f"| stage | floor: fwd+bwd (ms) | +optimizer (ms) | fit() per step (ms) | fit / floor |")
-    print("|---|---|---|---|---|")
-    for stage, fl, op, ft in rows:
-        print(f"| {stage} | {fl:.2f} | {op:.2f} | {ft:.2f} | {ft / fl:.2f} |")
+    for tree, best in tables.items():
+        print_table(f"\n{tree}", best)
 
 
 if __name__ == "__main__":
