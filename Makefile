@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml tools/install_torch.sh |
 export HF_HUB_OFFLINE ?= 1
 export TQDM_MININTERVAL ?= 5
 
-.PHONY: install demo test check-paper test-browser bench-gpu clean
+.PHONY: install demo laptop-results test check-paper test-browser bench-gpu clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,13 @@ demo: install
 	$(VENV)/bin/papermill notebooks/00_quickstart.ipynb $(RESULTS)/00_quickstart.ipynb \
 	  -k python3 --cwd . -p out_dir $(RESULTS) --log-output --no-progress-bar
 	@echo "wrote $(RESULTS)/quickstart.nc and $(RESULTS)/00_quickstart.ipynb"
+
+# the laptop results: docs/laptop_results.md and the README's table, with the commit they ran on;
+# every laptop study by default (each 10-25 min on 2 cores; finished cells in $(RESULTS) are
+# reused, so after `make demo` the quickstart is free): STUDIES=00_quickstart,01_lra_transformers
+STUDIES ?=
+laptop-results: install
+	$(PY) -m spt.studies.laptop_results --out $(RESULTS) $(if $(STUDIES),--studies $(STUDIES))
 
 test: install
 	$(VENV)/bin/ruff check spt tests bench tools

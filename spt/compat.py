@@ -5,8 +5,12 @@ spt reads every file any released version of it wrote, and files keep their mean
 * checkpoints (``best.pt``, ``last.pt``; format "spt-checkpoint-v1") written before a TrainConfig
   or model-config field existed: the stored config lacks the field and ran with the value in
   :data:`LATER_TRAIN_FIELDS` / :data:`LATER_MODEL_FIELDS`; a ``last.pt`` written before the engine
-  kept ``bad_epochs``, ``validated`` or the plateau state (:func:`upgrade_run_state`), or with every
-  CUDA device's RNG state (:func:`cuda_rng_state`);
+  kept ``bad_epochs``, ``validated`` or the plateau state (:func:`upgrade_run_state`), before it
+  kept one RNG state per rank (:func:`rank_rng_states`), or with every CUDA device's RNG state
+  (:func:`cuda_rng_state`); a finetuning ``last.pt`` written before runs recorded the digest of
+  their pretrained weights (:func:`pretrained_identity`);
+* task specs (in checkpoints and hub configs) written before TaskSpec had ``pair``
+  (:func:`upgrade_spec`);
 * model configs stored as ``"type": "ModelConfig"`` or with no type at all: a TransformerConfig
   (:data:`OLD_CONFIG_NAMES`); a model config naming a user layer by an import path spt has since
   renamed (:data:`OLD_LAYER_PATHS`);
@@ -16,6 +20,8 @@ spt reads every file any released version of it wrote, and files keep their mean
 Nothing else in spt reads old formats; a file older than these rules is an error naming it.
 """
 from __future__ import annotations
+
+from typing import Optional
 
 # TrainConfig fields added after checkpoints and result files were first written, with the value
 # those files ran with: a stored config without the field is read as holding it. (JSON values:
@@ -52,19 +58,47 @@ def current_layer_path(path: str) -> str:
     return f"{OLD_LAYER_PATHS.get(module, module)}{sep}{name}"
 
 
-def upgrade_run_state(state: dict) -> dict:
+def upgrade_run_state(state: dict, plateau: Optional[dict] = None) -> dict:
     """A last.pt's run state as the current engine keeps it (a copy).
 
     bad_evals -> bad_epochs (written when every epoch was validated, so evaluations were epochs);
-    patience_best defaults to best and validated to the epoch (both added with eval_every). The
-    plateau state, added with schedule="plateau", is the engine's to default (it needs the
-    selection direction).
+    patience_best defaults to best and validated to the epoch (both added with eval_every). A
+    state written before schedule="plateau" existed gets `plateau` (the engine's fresh plateau
+    state, which depends on the selection direction) when it is given.
     """
     out = {"stopped_by": None, "patience_best": state["best"], **state}
     if "bad_evals" in out:
         out["bad_epochs"] = out.pop("bad_evals")
     out.setdefault("validated", out["epoch"])
+    if plateau is not None:
+        out.setdefault("plateau", dict(plateau))
     return out
+
+
+def rank_rng_states(checkpoint: dict) -> tuple[int, list]:
+    """(the world size a last.pt was written with, its RNG states, one per rank): a last.pt
+    written before runs spanned ranks holds one state ("rng") and ran on one process."""
+    return checkpoint.get("world_size", 1), checkpoint.get("rng_ranks", [checkpoint["rng"]])
+
+
+def pretrained_identity(saved: dict, now: dict) -> tuple[dict, dict]:
+    """The parts of a finetuning run's saved and current metadata that identify its pretrained
+    backbone, for comparing them (copies): the digest of its weights ("pretrained_weights"), not
+    the path it was read from ("pretrained_from"), so a results folder that was moved or copied
+    resumes; a last.pt written before the digest existed compares the path, as it did."""
+    saved, now = dict(saved), dict(now)
+    if "pretrained_weights" in now and saved.get("pretrained_weights") is not None:
+        saved.pop("pretrained_from", None)
+        now.pop("pretrained_from", None)
+    elif saved.get("pretrained_weights") is None:
+        now.pop("pretrained_weights", None)
+    return saved, now
+
+
+def upgrade_spec(spec: dict) -> dict:
+    """A stored TaskSpec's fields as the current TaskSpec takes them: a spec written before pair
+    tasks existed is a single-sequence task (``pair`` False)."""
+    return {"pair": False, **spec}
 
 
 def cuda_rng_state(saved, device_index: int):

@@ -27,12 +27,14 @@ from typing import Optional
 import torch
 import torch.nn as nn
 
+from ..compat import upgrade_spec
 from ..config import ObjectiveConfig, TransformerConfig
 from ..data.task import TaskSpec
 from ..layer_config import LayerConfig
 from ..model_config import ModelConfigType, model_config_from_dict
 from ..sgconv_config import SGConvConfig
 from ..ssm_config import SSMConfig
+from .dropout import Dropout
 from .heads import ClassifierHead, ContinuousEncoder, PairClassifierHead, TokenEncoder, TokenHead
 from .hub_mixin import HubMixin, NotAnSptCheckpoint, hub_config
 from .init import apply_init_
@@ -86,7 +88,7 @@ class Backbone(nn.Module):
                             f"position t only sees positions <= t)")
         self.encoder = encoder
         self.positions = positions
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
         self.layers = layers
 
     @property
@@ -241,10 +243,10 @@ def build_from_config(config: dict):
     """A freshly initialised SequenceModel for a hub config (weights not loaded).
 
     A classifier config whose spec has ``pair: true`` builds a DualEncoderModel (classifier_model
-    decides from the spec); configs written before TaskSpec had ``pair`` read it as False.
+    decides from the spec); an older spec is read by :func:`spt.compat.upgrade_spec`.
     """
     cfg = model_config_from_dict(config["model_config"])
-    spec = TaskSpec(**config["spec"])
+    spec = TaskSpec(**upgrade_spec(config["spec"]))
     if config["kind"] == "pretraining":
         if not config.get("objective"):
             raise NotAnSptCheckpoint("a pretraining model's config needs its 'objective'")

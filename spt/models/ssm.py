@@ -47,6 +47,7 @@ from torch.utils.checkpoint import checkpoint
 from ..kernels import c_to_ctilde, ctilde_to_c, dplr_discrete, dplr_kernel, fft_conv, vandermonde
 from ..ssm_config import SSMConfig
 from . import hippo
+from .dropout import Dropout
 from .init import paper_random_init_
 
 
@@ -294,7 +295,7 @@ class ConvBlock(nn.Module):
         self.D = nn.Parameter(torch.randn(H))
         self.act = nn.GELU()
         tied = getattr(cfg, "tie_dropout", False)
-        self.drop = TiedDropout(cfg.dropout) if tied else nn.Dropout(cfg.dropout)
+        self.drop = TiedDropout(cfg.dropout) if tied else Dropout(cfg.dropout)
         self.out = nn.Sequential(nn.Linear(H, 2 * H), nn.GLU()) if cfg.glu else nn.Linear(H, H)
 
     def _post(self, y: torch.Tensor) -> torch.Tensor:

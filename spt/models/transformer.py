@@ -8,6 +8,7 @@ import torch.nn as nn
 
 from ..config import TransformerConfig
 from .attention import Attention
+from .dropout import Dropout
 from .stack import NormedStack
 
 
@@ -22,8 +23,8 @@ class TransformerBlock(nn.Module):
                               backend=cfg.attention)
         self.norm2 = nn.LayerNorm(cfg.d_model)
         self.ff = nn.Sequential(nn.Linear(cfg.d_model, cfg.d_ff), nn.GELU(),
-                                nn.Dropout(cfg.dropout), nn.Linear(cfg.d_ff, cfg.d_model))
-        self.drop = nn.Dropout(cfg.dropout)
+                                Dropout(cfg.dropout), nn.Linear(cfg.d_ff, cfg.d_model))
+        self.drop = Dropout(cfg.dropout)
 
     def forward(self, x: torch.Tensor, valid: Optional[torch.Tensor] = None) -> torch.Tensor:
         x = x + self.drop(self.attn(self.norm1(x), valid))

@@ -44,6 +44,7 @@ import torch.nn as nn
 
 from ..compat import current_layer_path
 from ..layer_config import LayerConfig, split_layer_path
+from .dropout import Dropout
 from .stack import NormedStack
 
 
@@ -193,7 +194,7 @@ class LayerBlock(nn.Module):
         super().__init__()
         self.norm = nn.LayerNorm(d_model)
         self.layer = layer
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
         self._takes_valid = _takes(layer.forward, "valid")
 
     def forward(self, x: torch.Tensor, valid: Optional[torch.Tensor] = None) -> torch.Tensor:

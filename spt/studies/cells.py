@@ -13,7 +13,6 @@ their last checkpoint under ``<out_dir>/<study>/runs/<key>/``.
 """
 from __future__ import annotations
 
-import json
 import multiprocessing
 import os
 import pickle
@@ -33,9 +32,8 @@ import torch
 import xarray as xr
 
 from ..atomic import writable_dir
-from ..compat import LATER_TRAIN_FIELDS
-from ..config import EXECUTION_FIELDS
 from ..results import combine_results, read_result, run_config, write_result
+from ..same_run import differences, identity
 from .claims import holder, release, try_claim
 
 
@@ -80,30 +78,10 @@ class ResultConfigMismatch(FileExistsError, ValueError):
 
 
 
-def _identity(config):
-    """`config` without the EXECUTION_FIELDS of any dict in it, nor the fields of
-    LATER_TRAIN_FIELDS at the value that files written before them ran with."""
-    if isinstance(config, dict):
-        return {k: _identity(v) for k, v in config.items() if k not in EXECUTION_FIELDS
-                and not (k in LATER_TRAIN_FIELDS and v == LATER_TRAIN_FIELDS[k])}
-    if isinstance(config, list):
-        return [_identity(v) for v in config]
-    return config
-
-
 def _canonical(config: dict) -> dict:
-    """The JSON form of a cell's configuration that decides whether a result file is its own."""
-    return _identity(json.loads(json.dumps(config, sort_keys=True, default=str)))
-
-
-def _diff(a, b, prefix="") -> list[str]:
-    """Paths of the fields where two JSON-like dicts differ."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        out = []
-        for k in sorted(set(a) | set(b)):
-            out += _diff(a.get(k), b.get(k), f"{prefix}{k}.")
-        return out
-    return [] if a == b else [prefix.rstrip(".")]
+    """The form of a cell's configuration that decides whether a result file is its own: the
+    same-run rule of :func:`spt.same_run.identity`, which resuming a training run also uses."""
+    return identity(config)
 
 
 def cell_file(out_dir, study: str, cell: Cell) -> Path:
@@ -116,9 +94,9 @@ def existing_result(path: Path, cell: Cell):
     if not path.exists():
         return None
     ds = read_result(path)
-    saved, want = _canonical(run_config(ds).get("cell", {})), _canonical(cell.config)
-    if saved != want:
-        fields = ", ".join(_diff(saved, want)[:8])
+    diffs = differences(run_config(ds).get("cell", {}), cell.config)
+    if diffs:
+        fields = ", ".join(path for path, _, _ in diffs[:8])
         runs = path.parent / "runs" / cell.key
         again = (f"delete that file and the cell's run folder {runs} (its checkpoints were "
                  f"trained with the old configuration)" if runs.exists() else "delete that file")

@@ -8,7 +8,12 @@ atomically). A killed run continues from ``last.pt`` with
 ``resume=True`` and ends with the same weights as an uninterrupted run: the data order depends
 only on (seed, epoch), and every random state is saved. A run ends at ``TrainConfig.epochs``,
 ``max_steps``, ``max_time`` (training time, counted across resumes; see TrainConfig for how a
-budgeted run stops and resumes) or ``patience``, whichever comes first.
+budgeted run stops and resumes) or ``patience``, whichever comes first (:meth:`_Run.stopping`).
+
+A run reads top to bottom in :class:`_Run`: ``restore`` (a fresh start or last.pt), then epochs
+(``epoch`` -> ``train_batches`` -> ``accumulate`` / ``optimizer_step``), each ending in
+``validate_and_save`` when a validation is due, then ``finish``. Its counters are a
+:class:`~spt.train.run_state.RunState`.
 
 Inside the process group a torchrun script opens (:mod:`spt.train.distributed`) the same ``fit``
 trains on every rank: each rank takes its shard of every global batch, losses are scaled so the
@@ -33,18 +38,20 @@ from typing import Callable, Optional
 import numpy as np
 import torch
 import xarray as xr
-from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
 from .. import locks
-from ..compat import LATER_TRAIN_FIELDS, cuda_rng_state, upgrade_run_state
-from ..config import EXECUTION_FIELDS, TrainConfig, to_dict
-from ..data.collate import pad_collate
+from ..compat import cuda_rng_state, pretrained_identity, rank_rng_states
+from ..config import TrainConfig, to_dict
+from ..same_run import RESUMABLE_FIELDS, differences
 from . import distributed as D
 from .checkpoint import FORMAT, atomic_save, read_checkpoint
 from .curves import Curves, grad_norm
 from .observers import current_observer, observe, timestamp  # noqa: F401  (observe: public here)
 from .optim import apply_now, build_optimizer, build_scheduler, param_groups, plateau_state, plateau_update
+from .passes import autocast, epoch_batches, evaluate, loader  # noqa: F401  (epoch_batches: public here)
+from .passes import to_device as _to
+from .run_state import RunState
 
 
 class RunInUse(RuntimeError):
@@ -84,73 +91,6 @@ class RunResult:
     stopped_by: str = ""
 
 
-def epoch_batches(n: int, batch_size: int, seed: int, epoch: int) -> list[list[int]]:
-    """The shuffled batches of one epoch; depends only on (n, batch_size, seed, epoch)."""
-    g = torch.Generator().manual_seed(seed * 100_003 + epoch)
-    perm = torch.randperm(n, generator=g).tolist()
-    return [perm[i:i + batch_size] for i in range(0, n, batch_size)]
-
-
-def _loader_generator(seed: int) -> torch.Generator:
-    """A DataLoader draws its workers' base seed from its generator, or else from the global RNG;
-    giving it its own keeps the global RNG (dropout) identical in a resumed run."""
-    return torch.Generator().manual_seed(seed)
-
-
-def _to(batch: dict, device) -> dict:
-    """Move a collated batch to `device`. A batch without padding gets ``valid=None``, decided here
-    once per batch on the CPU copy (no device sync): attention then takes its no-mask fast path
-    (flash-attn, or SDPA without a mask) without ever reading the mask on the device."""
-    out = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
-    for key in ("valid", "valid2"):  # valid2: the second document of a pair task
-        v = batch.get(key)
-        if v is not None and v.device.type == "cpu" and bool(v.all()):
-            out[key] = None
-    return out
-
-
-def _autocast(device: torch.device, cfg: TrainConfig):
-    return torch.autocast(device.type, dtype=torch.bfloat16,
-                          enabled=cfg.amp and device.type == "cuda")
-
-
-def _loader(dataset, batches: list[list[int]], cfg: TrainConfig, device, seed: int) -> DataLoader:
-    """A DataLoader over fixed batches of indices; pinned memory and prefetching on CUDA."""
-    workers = cfg.num_workers
-    return DataLoader(dataset, batch_sampler=batches, collate_fn=pad_collate, num_workers=workers,
-                      pin_memory=cfg.pin_memory and device.type == "cuda",
-                      prefetch_factor=cfg.prefetch_factor if workers else None,
-                      generator=_loader_generator(seed))
-
-
-@torch.no_grad()
-def evaluate(model, objective, dataset, cfg: TrainConfig, device=None, seed: int = 12345,
-             env: D.DistEnv = D.SINGLE) -> dict:
-    """Metrics of `model` on `dataset` (deterministic: fixed masking seed, no dropout).
-
-    Under torchrun each rank evaluates a contiguous part and the summed statistics are
-    all-reduced, so every rank returns the same metrics.
-    """
-    device = device or next(model.parameters()).device
-    if len(dataset) == 0:
-        raise ValueError("evaluate() got an empty dataset")
-    was_training = model.training
-    model.eval()
-    bs = cfg.eval_batch_size or 4 * cfg.batch_size  # no gradients: bigger batches fit
-    parts = D.eval_shards(len(dataset), bs, env)
-    items = objective.epoch_data(dataset, seed, 0)  # masks: a function of (seed, index), any rank
-    loader = _loader(items, [ix for ix, _ in parts], cfg, device, seed)
-    gen = torch.Generator(device=device).manual_seed(seed + 7919 * env.rank)
-    totals: dict = {}
-    for batch, (_, w) in zip(loader, parts):
-        with _autocast(device, cfg):
-            _, stats = objective.step(model, _to(batch, device), gen)
-        for k, v in stats.items():
-            totals[k] = totals.get(k, 0) + v.detach().float() * w
-    model.train(was_training)
-    return objective.metrics(D.all_reduce_sums(totals, env))
-
-
 def _rng_state(gen: torch.Generator, device: torch.device) -> dict:
     s = {"torch": torch.get_rng_state(), "gen": gen.get_state()}
     if device.type == "cuda":
@@ -165,43 +105,18 @@ def _set_rng_state(s: dict, gen: torch.Generator, device: torch.device) -> None:
         torch.cuda.set_rng_state(cuda_rng_state(s["cuda"], device.index or 0), device)
 
 
-# TrainConfig fields a run may resume with other values of: those that change only where and how
-# fast it runs, and max_time (a run stopped by its budget may resume with a larger one).
-RESUMABLE_FIELDS = EXECUTION_FIELDS | {"max_time"}
-
-
 def _check_same_run(ck: dict, meta: dict, cfg: TrainConfig, path: Path) -> None:
-    """Resuming is only allowed into a run with the same configuration.
-
-    A finetuning run's pretrained backbone is identified by the digest of its weights
-    ("pretrained_weights"), not by the path it was read from, so a results folder that was moved
-    or copied resumes; a run written before that digest existed compares the path, as it did.
-    """
-    saved = {"train_config": {**LATER_TRAIN_FIELDS, **(ck.get("train_config") or {})},
-             **{k: ck.get(k) for k in meta}}
-    now = {"train_config": to_dict(cfg), **meta}
-    if "pretrained_weights" in now and saved.get("pretrained_weights") is not None:
-        saved.pop("pretrained_from", None)
-        now.pop("pretrained_from", None)
-    elif saved.get("pretrained_weights") is None:
-        now.pop("pretrained_weights", None)
-    ignore = RESUMABLE_FIELDS
-    diffs = []
-    for key in now:
-        a, b = saved.get(key), now[key]
-        if isinstance(a, dict) and isinstance(b, dict):
-            diffs += [f"{key}.{f}: saved {a.get(f)!r}, now {b.get(f)!r}" for f in sorted(set(a) | set(b))
-                      if f not in ignore and _norm(a.get(f)) != _norm(b.get(f))]
-        elif _norm(a) != _norm(b):
-            diffs.append(f"{key}: saved {a!r}, now {b!r}")
+    """Resuming is only allowed into the same run: the rule of :mod:`spt.same_run` over the
+    TrainConfig and `meta` (RESUMABLE_FIELDS may differ), a finetuning run's pretrained backbone
+    compared as :func:`spt.compat.pretrained_identity` says."""
+    saved, now = pretrained_identity({k: ck.get(k) for k in meta}, meta)
+    diffs = differences({"train_config": ck.get("train_config") or {}, **saved},
+                        {"train_config": to_dict(cfg), **now}, RESUMABLE_FIELDS)
     if diffs:
         raise ValueError(f"cannot resume {path}: it was written with another configuration ("
-                         + "; ".join(diffs) + f"). Use another out_dir for the new configuration, or "
+                         + "; ".join(f"{p}: saved {a!r}, now {b!r}" for p, a, b in diffs)
+                         + f"). Use another out_dir for the new configuration, or "
             f"delete {path.parent} to train it again from the start.")
-
-
-def _norm(v):
-    return list(v) if isinstance(v, tuple) else v
 
 
 def _history_dataset(rows: list[dict], stage: str) -> xr.Dataset:
@@ -293,248 +208,323 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
                        f"({locks.describe(lock)}): wait for it to end, then rerun the same "
                        f"command to resume or reuse it")
     try:
-        return _train(model, objective, task, cfg, out, stage=stage, meta=meta, resume=resume,
-                      on_step=on_step, evaluate_test=evaluate_test, clock=clock)
+        run = _Run(model, objective, task, cfg, out, stage=stage, meta=meta, on_step=on_step,
+                   clock=clock)
+        run.restore(resume)
+        return run.train(evaluate_test)
     finally:
         if env.is_main:
             locks.release(lock)
 
 
-def _train(model: torch.nn.Module, objective, task, cfg: TrainConfig, out: Path, *, stage: str,
-           meta: dict, resume: bool, on_step: Optional[Callable[[int], None]],
-           evaluate_test: bool, clock: Callable[[], float]) -> RunResult:
-    """fit() in its locked run folder `out`."""
-    env = D.current_env()
-    observer = current_observer()
-    last_path, best_path = out / "last.pt", out / "best.pt"
-    device = D.device_for(cfg.device, env)
-    model.to(device)
-    set_grad_checkpointing(model, cfg.grad_checkpointing)
-    names = [n for g in param_groups(model, cfg) for n in g["names"]]  # optimiser order
-    n = len(task.train)
-    if n == 0:
-        raise ValueError(f"task {task.spec.name!r} has an empty training split")
-    batches_per_epoch = math.ceil(n / cfg.batch_size)
-    steps_per_epoch = math.ceil(batches_per_epoch / cfg.accum_steps)
-    total_steps = cfg.epochs * steps_per_epoch
-    if cfg.max_steps is not None:
-        total_steps = min(total_steps, cfg.max_steps)
-    gen = torch.Generator(device=device).manual_seed(cfg.seed)
-    D.reseed(cfg.seed, env, gen)
-    select, sign = _selection(objective, cfg)
+class _Run:
+    """One fit() in its locked run folder `out`: what it trains with, its RunState, and the parts
+    of training as methods, in the order a run calls them."""
 
-    # best: sign * the best selection score so far; patience_best: the same over full epochs only;
-    # bad_epochs: epochs since patience_best; validated: epochs done at the last full validation;
-    # plateau: schedule="plateau"'s best, count of bad validations and lr scale
-    state = {"epoch": 0, "batch": 0, "step": 0, "best": -math.inf, "best_epoch": -1,
-             "patience_best": -math.inf, "bad_epochs": 0, "validated": 0, "history": [],
-             "done": False, "stopped_by": None, "time": 0.0, "plateau": plateau_state(sign > 0)}
-    ck = None
-    resumed = resume and last_path.exists()
-    if resumed:
-        ck = read_checkpoint(last_path)
-        _check_same_run(ck, meta, cfg, last_path)
-        model.load_state_dict(ck["model"])  # before wrapping: every rank starts from the file
-    fwd = D.wrap(model, env, cfg.distributed, device)
-    opt = build_optimizer(model, cfg)
-    # the lambda reads `state` when called, so after a resume it reads the resumed plateau scale
-    sched = build_scheduler(opt, cfg, total_steps, scale=lambda: state["plateau"]["scale"],
-                            steps_per_epoch=steps_per_epoch)
-    if ck is not None:
-        D.load_optimizer_state(model, opt, ck["optimizer"], names)
-        sched.load_state_dict(ck["scheduler"])
-        state = upgrade_run_state(ck["state"])
-        state.setdefault("plateau", plateau_state(sign > 0))  # written before schedule="plateau"
-        saved_world = ck.get("world_size", 1)
+    def __init__(self, model: torch.nn.Module, objective, task, cfg: TrainConfig, out: Path, *,
+                 stage: str, meta: dict, on_step: Optional[Callable[[int], None]],
+                 clock: Callable[[], float]):
+        self.env, self.observer = D.current_env(), current_observer()
+        self.model, self.objective, self.task, self.cfg = model, objective, task, cfg
+        self.out, self.stage, self.meta, self.on_step, self.clock = out, stage, meta, on_step, clock
+        self.last_path, self.best_path = out / "last.pt", out / "best.pt"
+        self.device = D.device_for(cfg.device, self.env)
+        model.to(self.device)
+        set_grad_checkpointing(model, cfg.grad_checkpointing)
+        self.names = [n for g in param_groups(model, cfg) for n in g["names"]]  # optimiser order
+        self.n = len(task.train)
+        if self.n == 0:
+            raise ValueError(f"task {task.spec.name!r} has an empty training split")
+        self.batches_per_epoch = math.ceil(self.n / cfg.batch_size)
+        self.steps_per_epoch = math.ceil(self.batches_per_epoch / cfg.accum_steps)
+        self.total_steps = cfg.epochs * self.steps_per_epoch
+        if cfg.max_steps is not None:
+            self.total_steps = min(self.total_steps, cfg.max_steps)
+        self.gen = torch.Generator(device=self.device).manual_seed(cfg.seed)
+        D.reseed(cfg.seed, self.env, self.gen)
+        self.select, self.sign = _selection(objective, cfg)
+        self.state = RunState(plateau=plateau_state(self.sign > 0))
+        self.bad = torch.zeros((), dtype=torch.bool, device=self.device)  # a non-finite loss seen
+        self.carry: dict = {}  # this rank's training statistics of the epochs since the last validation
+        self.resumed = False
+
+    # ------------------------------------------------------------------ restore
+    def restore(self, resume: bool) -> None:
+        """The optimiser and schedule, fresh or (resume=True and a last.pt exists) as saved."""
+        ck = read_checkpoint(self.last_path) if resume and self.last_path.exists() else None
+        if ck is not None:
+            _check_same_run(ck, self.meta, self.cfg, self.last_path)
+            self.model.load_state_dict(ck["model"])  # before wrapping: every rank starts from the file
+        self.fwd = D.wrap(self.model, self.env, self.cfg.distributed, self.device)
+        self.opt = build_optimizer(self.model, self.cfg)
+        # the scale is read at every step, so after a resume it is the resumed plateau's
+        self.sched = build_scheduler(self.opt, self.cfg, self.total_steps,
+                                     scale=lambda: self.state.plateau["scale"],
+                                     steps_per_epoch=self.steps_per_epoch)
+        if ck is not None:
+            self._resume_from(ck)
+        if self.cfg.compile:
+            self.fwd = torch.compile(self.fwd)
+
+    def _resume_from(self, ck: dict) -> None:
+        env, cfg = self.env, self.cfg
+        D.load_optimizer_state(self.model, self.opt, ck["optimizer"], self.names)
+        self.sched.load_state_dict(ck["scheduler"])
+        self.state = s = RunState.from_saved(ck["state"], plateau_state(self.sign > 0))
+        self.resumed = True
+        saved_world, rngs = rank_rng_states(ck)
         if saved_world == env.world_size:
-            _set_rng_state(ck.get("rng_ranks", [ck["rng"]])[env.rank], gen, device)
+            _set_rng_state(rngs[env.rank], self.gen, self.device)
         else:  # data order is exact; dropout / masking continue on fresh deterministic streams
-            D.reseed(cfg.seed, env, gen, salt=state["step"] + 1)
-        if state["done"] and state["stopped_by"] == "max_time" and (
-                cfg.max_time is None or state["time"] < cfg.max_time):
-            state.update(done=False, stopped_by=None)  # a larger budget: go on where it stopped
+            D.reseed(cfg.seed, env, self.gen, salt=s.step + 1)
+        if s.done and s.stopped_by == "max_time" and (cfg.max_time is None or s.time < cfg.max_time):
+            s.done, s.stopped_by = False, None  # a larger budget: go on where it stopped
         if env.is_main:
-            print(f"[spt] resuming {stage} from {last_path} at epoch {state['epoch']}, "
-                  f"batch {state['batch']}, step {state['step']}"
+            print(f"[spt] resuming {self.stage} from {self.last_path} at epoch {s.epoch}, "
+                  f"batch {s.batch}, step {s.step}"
                   + (f" on {env.world_size} ranks (saved on {saved_world})"
                      if saved_world != env.world_size else "")
-                  + (f" (stopped by {state['stopped_by']})" if state["done"] else ""))
-        del ck
-    if cfg.compile:
-        fwd = torch.compile(fwd)
-    curves = Curves(out, cfg.log_every, state["step"] if resumed else 0,
-                    {"stage": stage, **meta, "train_config": to_dict(cfg)}, env, device)
-    try:
+                  + (f" (stopped by {s.stopped_by})" if s.done else ""))
 
-        def snapshot() -> dict:  # full weights; under FSDP a collective, so every rank calls it
-            full = D.full_model_state(model) if (env.is_main or D.is_fsdp(model)) else {}
-            return {"format": FORMAT, "stage": stage, **meta, "train_config": to_dict(cfg),
-                    "model": full}
+    # ------------------------------------------------------------------ the run
+    def train(self, evaluate_test: bool) -> RunResult:
+        """Epochs until the stopping rule or cfg.epochs ends the run, then :meth:`finish`."""
+        cfg, env = self.cfg, self.env
+        self.curves = Curves(self.out, cfg.log_every, self.state.step if self.resumed else 0,
+                             {"stage": self.stage, **self.meta, "train_config": to_dict(cfg)},
+                             env, self.device)
+        try:
+            self.model.train()
+            self.t0 = self.clock() - self.state.time  # training time is counted on from the saved state
+            self.bar = tqdm(total=self.total_steps, initial=self.state.step, desc=self.stage,
+                            unit="step", disable=not (cfg.progress and env.is_main), mininterval=2.0)
+            while not self.state.done and self.state.epoch < cfg.epochs:
+                if not self.epoch():
+                    break
+            return self.finish(evaluate_test)
+        finally:
+            self.curves.close()
 
-        def save_last(totals=None) -> None:
-            state["time"] = clock() - t0
-            totals = D.all_reduce_sums(dict(totals or {}), env)
-            rngs = D.gather_objects(_rng_state(gen, device), env)
-            snap, optim = snapshot(), D.optimizer_state(model, opt, names)
-            if env.is_main:
-                state["totals"] = {k: float(v) for k, v in totals.items()}
-                atomic_save({**snap, "optimizer": optim, "scheduler": sched.state_dict(),
-                             "rng": rngs[0], "rng_ranks": rngs, "world_size": env.world_size,
-                             "state": state}, last_path)
-            state.pop("totals", None)
-
-        bad = torch.zeros((), dtype=torch.bool, device=device)
-        carry: dict = {}  # this rank's training statistics of the epochs since the last validation
-
-        def check_finite() -> None:
-            if D.any_rank(bad, env):
-                raise NonFiniteLossError(
-                    f"{stage}: the training loss became non-finite (NaN/inf) in epoch {state['epoch']} "
-                    f"near optimiser step {state['step']} (lr {sched.get_last_lr()[0]:.3g}). The run "
-                    f"stopped; {_kept_files(best_path, last_path)}. Try a lower lr, warmup_steps, or "
-                    f"grad_clip.")
-
-        def out_of_time() -> bool:  # every rank must call it at the same point (a collective)
-            if cfg.max_time is None:
+    def epoch(self) -> bool:
+        """(The rest of) epoch state.epoch, then its validation when one is due: every eval_every
+        epochs, after the last, and when the run stops. False: the run ended before the epoch,
+        with every epoch validated and last.pt written."""
+        s, cfg = self.state, self.cfg
+        epoch = s.epoch
+        saved, s.totals = s.totals, None  # an interrupted epoch's statistics (summed, on rank 0)
+        totals: dict = dict(saved or {}) if self.env.is_main else {}
+        totals.update(self.carry)  # a resumed epoch's totals or the carry, never both
+        self.carry = {}
+        reason = self.stopping("epoch")  # the last evaluation spent the budget, or a smaller one
+        if reason is not None:
+            s.stop(reason)
+            if s.batch == 0 and s.validated == epoch:  # nothing trained since the last validation
+                self.save_last()
                 return False
-            over = clock() - t0 >= cfg.max_time
-            return D.any_rank(torch.tensor(over), env) if env.active else over
+        if not s.done:
+            self.train_batches(epoch, totals)
+        self.check_finite()
+        # stopped by the clock inside an epoch: the epoch stays open, so a larger budget resumes it
+        partial = s.stopped_by == "max_time" and s.batch < self.batches_per_epoch
+        if partial or s.done or epoch + 1 >= cfg.epochs or (epoch + 1) % cfg.eval_every == 0:
+            self.validate_and_save(epoch, totals, partial)
+        else:  # no validation (nor last.pt) this epoch
+            self.carry = totals
+            s.next_epoch()
+        return True
 
-        def stop(reason: str) -> None:
-            state.update(done=True, stopped_by=reason)
-
-        def evaluate_split(split: str) -> dict:
-            dataset = getattr(task, split)
-            if observer is None:
-                return evaluate(model, objective, dataset, cfg, device, env=env)
-            start = timestamp(device)
-            metrics = evaluate(model, objective, dataset, cfg, device, env=env)
-            observer({"kind": "eval", "stage": stage, "split": split, "examples": len(dataset),
-                      "seconds": timestamp(device) - start})
-            return metrics
-
-        model.train()
-        t0 = clock() - state["time"]  # training time is counted on from the saved state
-        bar = tqdm(total=total_steps, initial=state["step"], desc=stage, unit="step",
-                   disable=not (cfg.progress and env.is_main), mininterval=2.0)
-        while not state["done"] and state["epoch"] < cfg.epochs:
-            epoch = state["epoch"]
-            totals: dict = dict(state.pop("totals", {}) if env.is_main else {})  # interrupted epoch
-            totals.update(carry)  # a resumed epoch's totals or the carry, never both
-            carry = {}
-            if state["step"] > 0 and out_of_time():  # spent in the last evaluation, or a smaller budget
-                stop("max_time")
-                if state["batch"] == 0 and state["validated"] == epoch:  # every epoch was validated
-                    save_last()
-                    break
-            todo = [] if state["done"] else epoch_batches(n, cfg.batch_size, cfg.seed, epoch)
-            parts = [D.shard(b, env) for b in todo[state["batch"]:]]  # none: evaluate the partial epoch
-            items = objective.epoch_data(task.train, cfg.seed, epoch)  # masks: (seed, epoch, index)
-            loader = _loader(items, [ix for ix, _ in parts], cfg, device, cfg.seed * 100_003 + epoch)
-            for batch, (_, w) in zip(loader, parts):
-                micro = (state["batch"] + 1) % cfg.accum_steps and state["batch"] + 1 < batches_per_epoch
-                no_sync = fwd.no_sync if micro and hasattr(fwd, "no_sync") else nullcontext
-                with no_sync():
-                    with _autocast(device, cfg):
-                        loss, stats = objective.step(fwd, _to(batch, device), gen)
-                    loss, stats = _global_loss(loss, stats, w, env)
-                    curves.batch(batch, loss)
-                    bad |= ~torch.isfinite(loss.detach())
-                    (loss / cfg.accum_steps).backward()
-                for k, v in stats.items():
-                    totals[k] = totals.get(k, 0) + v.detach().float()
-                state["batch"] += 1
-                if micro:
-                    continue
-                if device.type == "cpu":
-                    check_finite()
-                norm, lr = None, sched.get_last_lr()[0]
-                if cfg.grad_clip:
-                    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-                elif curves.wants_grad_norm(state["step"] + 1):
-                    norm = grad_norm(model)
-                opt.step()
-                sched.step()
-                opt.zero_grad(set_to_none=True)
-                state["step"] += 1
-                curves.step(state["step"], lr, norm)
-                if observer is not None:
-                    observer({"kind": "step", "stage": stage, "step": state["step"],
-                              "time": timestamp(device)})
-                if on_step is not None:
-                    on_step(state["step"])
-                bar.update(1)
-                if cfg.progress and env.is_main and state["step"] % 10 == 0:
-                    bar.set_postfix(epoch=epoch + 1, loss=f"{float(loss.detach()):.4f}", refresh=False)
-                if cfg.ckpt_every and state["step"] % cfg.ckpt_every == 0:
-                    check_finite()
-                    save_last(totals)
-                if cfg.max_steps is not None and state["step"] >= cfg.max_steps:
-                    stop("max_steps")
-                    break
-                # under torchrun the ranks agree on the clock every 10 steps (a collective, a sync)
-                if (not env.active or state["step"] % 10 == 0) and out_of_time():
-                    stop("max_time")
-                    break
-            check_finite()
-            # stopped by the clock inside an epoch: the epoch stays open, so a larger budget resumes it
-            partial = state["stopped_by"] == "max_time" and state["batch"] < batches_per_epoch
-            if not (partial or state["done"] or epoch + 1 >= cfg.epochs
-                    or (epoch + 1) % cfg.eval_every == 0):  # no validation (nor last.pt) this epoch
-                carry = totals
-                state["epoch"] += 1
-                state["batch"] = 0
+    def train_batches(self, epoch: int, totals: dict) -> None:
+        """The rest of the epoch's batches (this rank's shard of each), an optimiser step every
+        accum_steps of them, until the epoch ends or the stopping rule ends the run."""
+        s, cfg = self.state, self.cfg
+        todo = epoch_batches(self.n, cfg.batch_size, cfg.seed, epoch)
+        parts = [D.shard(b, self.env) for b in todo[s.batch:]]
+        items = self.objective.epoch_data(self.task.train, cfg.seed, epoch)  # masks: (seed, epoch, index)
+        batches = loader(items, [ix for ix, _ in parts], cfg, self.device, cfg.seed * 100_003 + epoch)
+        for batch, (_, w) in zip(batches, parts):
+            micro = bool((s.batch + 1) % cfg.accum_steps) and s.batch + 1 < self.batches_per_epoch
+            loss = self.accumulate(batch, w, micro, totals)
+            s.batch += 1
+            if micro:
                 continue
-            reduced = D.all_reduce_sums(totals, env)
-            train_m = objective.metrics(reduced) if reduced else {}
-            val_m = evaluate_split("val")
-            if select not in val_m:
-                raise ValueError(_select_error(select, val_m, objective))
-            bar.set_postfix({"epoch": epoch + 1, f"val_{select}": f"{val_m[select]:.4f}"})
-            score = sign * val_m[select]
-            if cfg.schedule == "plateau" and not partial:  # the reduced lr applies from the next step
-                if plateau_update(state["plateau"], val_m[select], sign > 0, cfg):
-                    apply_now(sched)
-            done_epochs = epoch + state["batch"] / batches_per_epoch if partial else epoch + 1
-            row = {"epoch": done_epochs, "step": state["step"], "lr": sched.get_last_lr()[0],
-                   "time": clock() - t0,
-                   **{f"train_{k}": v for k, v in train_m.items()},
-                   **{f"val_{k}": v for k, v in val_m.items()}}
-            state["history"].append(row)
-            curves.validation(row)
-            if score > state["best"] or state["best_epoch"] < 0:  # the first evaluation always counts
-                state.update(best=score if not math.isnan(score) else -math.inf, best_epoch=done_epochs)
-                snap = snapshot()
-                if env.is_main:
-                    atomic_save({**snap, "epoch": done_epochs, "val_metrics": val_m, "select": select},
-                                best_path)
-            if not partial:
-                if score > state["patience_best"]:
-                    state.update(patience_best=score, bad_epochs=0)
-                else:  # the epochs since the last validation, less those that ended in the warmup
-                    state["bad_epochs"] += sum(
-                        1 for e in range(state["validated"] + 1, epoch + 2)
-                        if min(e * steps_per_epoch, state["step"]) >= cfg.warmup_steps)
-                state["validated"] = epoch + 1
-                if cfg.patience is not None and state["bad_epochs"] >= cfg.patience:
-                    stop("patience")
-                state["epoch"] += 1
-                state["batch"] = 0
-            save_last(totals if partial else None)
+            self.optimizer_step(epoch, loss, totals)
+            reason = self.stopping("step")
+            if reason is not None:
+                s.stop(reason)
+                return
 
-        bar.close()
-        del fwd  # the DDP wrapper holds the process group: nothing may keep it once fit returns
-        D.barrier(env)  # rank 0 has written best.pt
-        best = read_checkpoint(best_path)
-        D.load_full_model_state(model, best["model"])
-        model.to(device)
-        test_m = evaluate_split("test") if evaluate_test else {}
-        stopped_by = state["stopped_by"] or ("epochs" if state["epoch"] >= cfg.epochs else "")
-        history = _history_dataset(state["history"], stage)
-        history.attrs.update(select=select, stopped_by=stopped_by)
-        return RunResult(model=model, history=history, best_checkpoint=best_path,
+    def accumulate(self, batch: dict, weight: float, micro: bool, totals: dict) -> torch.Tensor:
+        """Forward and backward of one micro-batch (`weight`: its share of the global batch); its
+        statistics are added to `totals`. micro: more micro-batches follow before the step (DDP
+        skips its gradient all-reduce)."""
+        no_sync = self.fwd.no_sync if micro and hasattr(self.fwd, "no_sync") else nullcontext
+        with no_sync():
+            with autocast(self.device, self.cfg):
+                loss, stats = self.objective.step(self.fwd, _to(batch, self.device), self.gen)
+            loss, stats = _global_loss(loss, stats, weight, self.env)
+            self.curves.batch(batch, loss)
+            self.bad |= ~torch.isfinite(loss.detach())
+            (loss / self.cfg.accum_steps).backward()
+        for k, v in stats.items():
+            totals[k] = totals.get(k, 0) + v.detach().float()
+        return loss
+
+    def optimizer_step(self, epoch: int, loss: torch.Tensor, totals: dict) -> None:
+        """Clip, step, schedule; then the step's curves, observer, progress and checkpoint."""
+        s, cfg = self.state, self.cfg
+        if self.device.type == "cpu":
+            self.check_finite()
+        norm, lr = None, self.sched.get_last_lr()[0]
+        if cfg.grad_clip:
+            norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
+        elif self.curves.wants_grad_norm(s.step + 1):
+            norm = grad_norm(self.model)
+        self.opt.step()
+        self.sched.step()
+        self.opt.zero_grad(set_to_none=True)
+        s.step += 1
+        self.curves.step(s.step, lr, norm)
+        if self.observer is not None:
+            self.observer({"kind": "step", "stage": self.stage, "step": s.step,
+                           "time": timestamp(self.device)})
+        if self.on_step is not None:
+            self.on_step(s.step)
+        self.bar.update(1)
+        if cfg.progress and self.env.is_main and s.step % 10 == 0:
+            self.bar.set_postfix(epoch=epoch + 1, loss=f"{float(loss.detach()):.4f}", refresh=False)
+        if cfg.ckpt_every and s.step % cfg.ckpt_every == 0:
+            self.check_finite()
+            self.save_last(totals)
+
+    # ------------------------------------------------------------------ stopping
+    def stopping(self, at: str) -> Optional[str]:
+        """The one stopping rule: why the run stops now, or None. Asked after every optimiser step
+        (at="step"), at the start of an epoch ("epoch") and after a full validation
+        ("validation"); the epoch limit (cfg.epochs) bounds the loop of :meth:`train`.
+
+        max_steps : cfg.max_steps optimiser steps taken (after a step);
+        max_time  : cfg.max_time seconds of training spent (after a step, where under torchrun
+                    the ranks agree on the clock every 10 steps, a collective; and at an epoch's
+                    start, where the last validation may have spent it);
+        patience  : cfg.patience epochs without a better validation score (after a validation).
+        """
+        s, cfg = self.state, self.cfg
+        if at == "validation":
+            return "patience" if cfg.patience is not None and s.bad_epochs >= cfg.patience else None
+        if at == "step" and cfg.max_steps is not None and s.step >= cfg.max_steps:
+            return "max_steps"
+        clock_due = s.step > 0 if at == "epoch" else (not self.env.active or s.step % 10 == 0)
+        return "max_time" if clock_due and self.out_of_time() else None
+
+    def out_of_time(self) -> bool:
+        """Whether cfg.max_time is spent (every rank must call it at the same point: a collective)."""
+        if self.cfg.max_time is None:
+            return False
+        over = self.clock() - self.t0 >= self.cfg.max_time
+        return D.any_rank(torch.tensor(over), self.env) if self.env.active else over
+
+    def check_finite(self) -> None:
+        if D.any_rank(self.bad, self.env):
+            raise NonFiniteLossError(
+                f"{self.stage}: the training loss became non-finite (NaN/inf) in epoch "
+                f"{self.state.epoch} near optimiser step {self.state.step} (lr "
+                f"{self.sched.get_last_lr()[0]:.3g}). The run stopped; "
+                f"{_kept_files(self.best_path, self.last_path)}. Try a lower lr, warmup_steps, or "
+                f"grad_clip.")
+
+    # ------------------------------------------------------------------ validate and save
+    def validate_and_save(self, epoch: int, totals: dict, partial: bool) -> None:
+        """Validate; a better score writes best.pt; a full epoch counts toward patience (and the
+        plateau schedule) and closes the epoch; last.pt is written. partial: the clock stopped
+        the run inside the epoch, which stays open."""
+        s, cfg, select = self.state, self.cfg, self.select
+        reduced = D.all_reduce_sums(totals, self.env)
+        train_m = self.objective.metrics(reduced) if reduced else {}
+        val_m = self.evaluate_split("val")
+        if select not in val_m:
+            raise ValueError(_select_error(select, val_m, self.objective))
+        self.bar.set_postfix({"epoch": epoch + 1, f"val_{select}": f"{val_m[select]:.4f}"})
+        score = self.sign * val_m[select]
+        if cfg.schedule == "plateau" and not partial:  # the reduced lr applies from the next step
+            if plateau_update(s.plateau, val_m[select], self.sign > 0, cfg):
+                apply_now(self.sched)
+        done_epochs = epoch + s.batch / self.batches_per_epoch if partial else epoch + 1
+        row = {"epoch": done_epochs, "step": s.step, "lr": self.sched.get_last_lr()[0],
+               "time": self.clock() - self.t0,
+               **{f"train_{k}": v for k, v in train_m.items()},
+               **{f"val_{k}": v for k, v in val_m.items()}}
+        s.history.append(row)
+        self.curves.validation(row)
+        if score > s.best or s.best_epoch < 0:  # the first evaluation always counts
+            s.best, s.best_epoch = (score if not math.isnan(score) else -math.inf), done_epochs
+            snap = self.snapshot()
+            if self.env.is_main:
+                atomic_save({**snap, "epoch": done_epochs, "val_metrics": val_m, "select": select},
+                            self.best_path)
+        if not partial:
+            self.count_patience(epoch, score)
+            reason = self.stopping("validation")
+            if reason is not None:
+                s.stop(reason)
+            s.next_epoch()
+        self.save_last(totals if partial else None)
+
+    def count_patience(self, epoch: int, score: float) -> None:
+        """After the full validation of epoch `epoch`: the epochs without a better score."""
+        s = self.state
+        if score > s.patience_best:
+            s.patience_best, s.bad_epochs = score, 0
+        else:  # the epochs since the last validation, less those that ended in the warmup
+            s.bad_epochs += sum(1 for e in range(s.validated + 1, epoch + 2)
+                                if min(e * self.steps_per_epoch, s.step) >= self.cfg.warmup_steps)
+        s.validated = epoch + 1
+
+    def evaluate_split(self, split: str) -> dict:
+        dataset = getattr(self.task, split)
+        if self.observer is None:
+            return evaluate(self.model, self.objective, dataset, self.cfg, self.device, env=self.env)
+        start = timestamp(self.device)
+        metrics = evaluate(self.model, self.objective, dataset, self.cfg, self.device, env=self.env)
+        self.observer({"kind": "eval", "stage": self.stage, "split": split,
+                       "examples": len(dataset), "seconds": timestamp(self.device) - start})
+        return metrics
+
+    def snapshot(self) -> dict:
+        """The checkpoint's configs and full weights (under FSDP a collective: every rank calls it)."""
+        full = D.full_model_state(self.model) if (self.env.is_main or D.is_fsdp(self.model)) else {}
+        return {"format": FORMAT, "stage": self.stage, **self.meta,
+                "train_config": to_dict(self.cfg), "model": full}
+
+    def save_last(self, totals: Optional[dict] = None) -> None:
+        """last.pt: weights, optimiser, schedule, every rank's RNG and the RunState (with an open
+        epoch's summed `totals`)."""
+        s, env = self.state, self.env
+        s.time = self.clock() - self.t0
+        totals = D.all_reduce_sums(dict(totals or {}), env)
+        rngs = D.gather_objects(_rng_state(self.gen, self.device), env)
+        snap, optim = self.snapshot(), D.optimizer_state(self.model, self.opt, self.names)
+        if env.is_main:
+            s.totals = {k: float(v) for k, v in totals.items()}
+            atomic_save({**snap, "optimizer": optim, "scheduler": self.sched.state_dict(),
+                         "rng": rngs[0], "rng_ranks": rngs, "world_size": env.world_size,
+                         "state": s.to_dict()}, self.last_path)
+        s.totals = None
+
+    # ------------------------------------------------------------------ the end
+    def finish(self, evaluate_test: bool) -> RunResult:
+        """The best weights loaded back, tested, and the run's result."""
+        s, cfg = self.state, self.cfg
+        self.bar.close()
+        self.fwd = None  # the DDP wrapper holds the process group: nothing may keep it once fit returns
+        D.barrier(self.env)  # rank 0 has written best.pt
+        best = read_checkpoint(self.best_path)
+        D.load_full_model_state(self.model, best["model"])
+        self.model.to(self.device)
+        test_m = self.evaluate_split("test") if evaluate_test else {}
+        stopped_by = s.stopped_by or ("epochs" if s.epoch >= cfg.epochs else "")
+        history = _history_dataset(s.history, self.stage)
+        history.attrs.update(select=self.select, stopped_by=stopped_by)
+        return RunResult(model=self.model, history=history, best_checkpoint=self.best_path,
                          best_epoch=best["epoch"], val_metrics=best["val_metrics"],
-                         test_metrics=test_m, steps=state["step"], select=select,
+                         test_metrics=test_m, steps=s.step, select=self.select,
                          stopped_by=stopped_by)
-    finally:
-        curves.close()

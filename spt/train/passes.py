@@ -1,0 +1,77 @@
+"""One pass over a dataset: the batches of a training epoch, the DataLoader that reads them, moving
+a batch to the device, and :func:`evaluate` (a full pass without gradients)."""
+from __future__ import annotations
+
+import torch
+from torch.utils.data import DataLoader
+
+from ..config import TrainConfig
+from ..data.collate import pad_collate
+from . import distributed as D
+
+
+def epoch_batches(n: int, batch_size: int, seed: int, epoch: int) -> list[list[int]]:
+    """The shuffled batches of one epoch; depends only on (n, batch_size, seed, epoch)."""
+    g = torch.Generator().manual_seed(seed * 100_003 + epoch)
+    perm = torch.randperm(n, generator=g).tolist()
+    return [perm[i:i + batch_size] for i in range(0, n, batch_size)]
+
+
+def _loader_generator(seed: int) -> torch.Generator:
+    """A DataLoader draws its workers' base seed from its generator, or else from the global RNG;
+    giving it its own keeps the global RNG (dropout) identical in a resumed run."""
+    return torch.Generator().manual_seed(seed)
+
+
+def to_device(batch: dict, device) -> dict:
+    """Move a collated batch to `device`. A batch without padding gets ``valid=None``, decided here
+    once per batch on the CPU copy (no device sync): attention then takes its no-mask fast path
+    (flash-attn, or SDPA without a mask) without ever reading the mask on the device."""
+    out = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+    for key in ("valid", "valid2"):  # valid2: the second document of a pair task
+        v = batch.get(key)
+        if v is not None and v.device.type == "cpu" and bool(v.all()):
+            out[key] = None
+    return out
+
+
+def autocast(device: torch.device, cfg: TrainConfig):
+    return torch.autocast(device.type, dtype=torch.bfloat16,
+                          enabled=cfg.amp and device.type == "cuda")
+
+
+def loader(dataset, batches: list[list[int]], cfg: TrainConfig, device, seed: int) -> DataLoader:
+    """A DataLoader over fixed batches of indices; pinned memory and prefetching on CUDA."""
+    workers = cfg.num_workers
+    return DataLoader(dataset, batch_sampler=batches, collate_fn=pad_collate, num_workers=workers,
+                      pin_memory=cfg.pin_memory and device.type == "cuda",
+                      prefetch_factor=cfg.prefetch_factor if workers else None,
+                      generator=_loader_generator(seed))
+
+
+@torch.no_grad()
+def evaluate(model, objective, dataset, cfg: TrainConfig, device=None, seed: int = 12345,
+             env: D.DistEnv = D.SINGLE) -> dict:
+    """Metrics of `model` on `dataset` (deterministic: fixed masking seed, no dropout).
+
+    Under torchrun each rank evaluates a contiguous part and the summed statistics are
+    all-reduced, so every rank returns the same metrics.
+    """
+    device = device or next(model.parameters()).device
+    if len(dataset) == 0:
+        raise ValueError("evaluate() got an empty dataset")
+    was_training = model.training
+    model.eval()
+    bs = cfg.eval_batch_size or 4 * cfg.batch_size  # no gradients: bigger batches fit
+    parts = D.eval_shards(len(dataset), bs, env)
+    items = objective.epoch_data(dataset, seed, 0)  # masks: a function of (seed, index), any rank
+    batches = loader(items, [ix for ix, _ in parts], cfg, device, seed)
+    gen = torch.Generator(device=device).manual_seed(seed + 7919 * env.rank)
+    totals: dict = {}
+    for batch, (_, w) in zip(batches, parts):
+        with autocast(device, cfg):
+            _, stats = objective.step(model, to_device(batch, device), gen)
+        for k, v in stats.items():
+            totals[k] = totals.get(k, 0) + v.detach().float() * w
+    model.train(was_training)
+    return objective.metrics(D.all_reduce_sums(totals, env))
