@@ -124,3 +124,17 @@ def test_a_checkpoint_records_the_code_that_wrote_it(tmp_path):
     assert ck["provenance"]["torch"] == torch.__version__ and ck["provenance"]["date"]
     atomic_save({"other": 1}, tmp_path / "x.pt")  # not an spt checkpoint: stored as given
     assert "provenance" not in read_checkpoint(tmp_path / "x.pt")
+
+
+def test_study_run_prints_the_note(tmp_path, monkeypatch, capsys):
+    """Study.run passes what run_cells combined through other_code_note, and prints it."""
+    import importlib
+
+    from spt.studies.data_scales import STUDY
+    study_module = importlib.import_module("spt.studies.study")  # spt.studies.study is also a function
+
+    _write_cell(tmp_path, {"seed": 0}, {"v": 0}, OLD)
+    reused = run_cells("st", [Cell({"seed": 0}, never_run, {"v": 0})], tmp_path, log=lambda s: None)
+    monkeypatch.setattr(study_module, "run_cells", lambda *a, **k: reused)
+    STUDY.run("smoke", tmp_path)
+    assert "note: 1 of 1 results were made by other spt code (1 by spt 0.0.1" in capsys.readouterr().out
