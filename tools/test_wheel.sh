@@ -35,7 +35,9 @@ spt="$tmp/venv/bin/spt"
 step "$("$spt" --version)"
 "$spt" study list
 step "spt study run 04_data_scales --preset smoke --out out"
+t2=$SECONDS
 "$spt" study run 04_data_scales --preset smoke --out out --quiet
+t3=$SECONDS
 # the notebook ran with the installed notebooks folder as its working directory: it wrote nothing there
 installed="$("$vpy" -c 'from spt.studies.notebooks import packaged_notebooks; print(packaged_notebooks())')"
 [ "$(ls -A "$installed" | grep -vc '\.ipynb$')" = 0 ] || { step "a run wrote into $installed"; ls -A "$installed"; exit 1; }
@@ -48,4 +50,4 @@ print(table.drop(columns=["platform", "python", "host"]).to_string(index=False))
 assert table["spt"].notna().all(), "a result file without provenance"
 PY
 "$spt" notebooks copy mine >/dev/null && ls mine/04_data_scales.ipynb >/dev/null
-step "ok: build + install $((t1 - t0)) s, list + smoke study $((SECONDS - t1)) s"
+step "ok: build + install $((t1 - t0)) s, the smoke study $((t3 - t2)) s, all $((SECONDS - t0)) s"
