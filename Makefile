@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml tools/install_torch.sh |
 export HF_HUB_OFFLINE ?= 1
 export TQDM_MININTERVAL ?= 5
 
-.PHONY: install demo laptop-results test check-paper test-browser bench-gpu clean
+.PHONY: install demo laptop-results test test-wheel check-paper test-browser bench-gpu clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,12 @@ laptop-results: install
 test: install
 	$(VENV)/bin/ruff check spt tests bench tools
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# the install a user makes on a GPU node: build the wheel, install it into a fresh venv outside the
+# checkout (torch from tools/install_torch.sh), list the studies and run one smoke study from
+# another folder (tools/test_wheel.sh; a few minutes, mostly pip)
+test-wheel: install
+	tools/test_wheel.sh $(PY)
 
 # the dry run of every cell of every study's paper preset, on full-length fixtures in the official
 # formats (two optimiser steps per stage at batch 2: spt.studies.check.TIMED_STEPS); CHECK_DEVICE=cuda on a GPU node

@@ -51,6 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="spt", description="Self-pretraining (SPT) of long-sequence models: pretrain on the "
         "task's own data, finetune, compare with training from scratch.")
+    parser.add_argument("--version", action="store_true",
+                        help="print spt's version and git commit, and where it runs from")
     sub = parser.add_subparsers(title="commands", metavar="COMMAND")
     p = sub.add_parser("env", help="versions, device, and which fast paths (flash-attn, triton) exist")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -60,15 +62,20 @@ def build_parser() -> argparse.ArgumentParser:
     from .data.cli import add_data_commands
 
     add_data_commands(sub)
-    from .studies.cli import add_study_commands
+    from .studies.cli import add_notebook_commands, add_study_commands
 
     add_study_commands(sub)
+    add_notebook_commands(sub)
     return parser
 
 
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.version:
+        from .provenance import version_line
+        print(version_line())
+        return 0
     if not hasattr(args, "func"):
         parser.print_help()
         return 0

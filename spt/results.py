@@ -2,7 +2,10 @@
 
 Conventions: dims name what was varied (``init``, ``seed``, ``task``, ``fraction`` ...), data
 variables hold metrics, and the run's configuration is a JSON string in ``attrs["config"]`` (netCDF
-attributes must be flat). Files are written atomically (temp file + rename, mode from the umask) and
+attributes must be flat), and the code that made it (spt version and commit, torch, device, host,
+date: :mod:`spt.provenance`) is a JSON string in ``attrs["provenance"]``; a combined Dataset keeps
+one provenance record per file (:func:`provenance`). Provenance is never part of a result's
+configuration. Files are written atomically (temp file + rename, mode from the umask) and
 never overwritten unless asked; a file that cannot be read back (truncated by a full disk or a
 partial copy) raises :class:`~spt.atomic.DamagedFileError` naming it.
 """
@@ -16,13 +19,16 @@ import numpy as np
 import xarray as xr
 
 from .atomic import DamagedFileError, atomic_write
+from .provenance import current_provenance, describe, same_code
 
 ENGINE = "h5netcdf"
 
 
 def write_result(ds: xr.Dataset, path, *, config: dict | None = None,
                  overwrite: bool = False) -> Path:
-    """Write `ds` to `path` (.nc) atomically; `config` (a JSON-able dict) goes to attrs["config"]."""
+    """Write `ds` to `path` (.nc) atomically; `config` (a JSON-able dict) goes to attrs["config"],
+    the provenance of this process to attrs["provenance"] (a Dataset read from result files keeps
+    the provenance it has: that of the code that made its numbers)."""
     path = Path(path)
     if path.exists() and not overwrite:
         raise FileExistsError(f"{path} exists; pass overwrite=True or choose another path")
@@ -33,6 +39,7 @@ def write_result(ds: xr.Dataset, path, *, config: dict | None = None,
         v.encoding = {k: e for k, e in v.encoding.items() if k != "dtype" or v.dtype.kind not in "USO"}
     if config is not None:
         ds.attrs["config"] = json.dumps(config, sort_keys=True, default=str)
+    ds.attrs.setdefault("provenance", current_provenance())
     for k, v in list(ds.attrs.items()):
         if isinstance(v, (dict, list, tuple)) or v is None:
             ds.attrs[k] = json.dumps(v, default=str)
@@ -82,12 +89,58 @@ def combine_results(parts, dims=None) -> xr.Dataset:
         dims = set()
         for p in parts:
             dims |= set(run_config(p).get("coords", {}))
+    records = [r for p in parts for r in _provenance_records(p)]
     if dims:
         parts = list(xr.align(*parts, join="outer", exclude=set(dims)))
     ds = xr.combine_by_coords(parts, join="outer", compat="no_conflicts", coords="different",
                               combine_attrs="drop_conflicts")
     ds.attrs.pop("config", None)
+    ds.attrs["provenance"] = json.dumps(records, sort_keys=True, default=str)
     return ds
+
+
+def _provenance_records(ds: xr.Dataset) -> list[dict]:
+    """[{"coords": {...}, spt, commit, torch, ...}] of a result file (one record; none of the
+    code's fields for a file written before spt recorded provenance) or of a combined Dataset (one
+    per file it combines)."""
+    stored = ds.attrs.get("provenance")
+    stored = json.loads(stored) if isinstance(stored, str) else stored
+    if isinstance(stored, list):
+        return stored
+    return [{"coords": run_config(ds).get("coords", {}), **(stored or {})}]
+
+
+def provenance(ds: xr.Dataset):
+    """Which code made each result in `ds` (a result file, or what load_study / load_results /
+    Study.run combined): a pandas DataFrame with one row per result file, its coords (task, init,
+    seed ...) then spt, commit, torch, python, platform, host, device, threads, date. Empty values
+    for a file written before spt recorded provenance.
+
+        provenance(load_study("results", "04_data_scales"))
+    """
+    import pandas as pd
+
+    rows = [{**r.get("coords", {}), **{k: v for k, v in r.items() if k != "coords"}}
+            for r in _provenance_records(ds)]
+    return pd.DataFrame(rows)
+
+
+def other_code_note(ds: xr.Dataset) -> str | None:
+    """A line saying which results in `ds` were made by other spt code than this process's
+    (another version or commit), or None when all were made by this code. Information only: a
+    result's identity is its configuration, so such results are reused as they are."""
+    here = current_provenance()
+    records = _provenance_records(ds)
+    other = [r for r in records if not same_code(r, here)]
+    if not other:
+        return None
+    counts: dict = {}
+    for r in other:
+        counts[describe(r)] = counts.get(describe(r), 0) + 1
+    made = "; ".join(f"{n} by {who}" for who, n in counts.items())
+    return (f"note: {len(other)} of {len(records)} results were made by other spt code ({made}); "
+            f"this is {describe(here)}. They are reused as they are (a result is known by its "
+            f"configuration); spt.results.provenance(ds) lists each one's code, device and date.")
 
 
 def load_results(folder, pattern: str = "*.nc") -> xr.Dataset:

@@ -179,34 +179,80 @@ def cmd_check(args) -> int:
     return 0 if all(r.ok for r in results) else 1
 
 
+def cmd_notebooks_copy(args) -> int:
+    from .notebooks import copy_notebooks
+    copies = copy_notebooks(args.dest, overwrite=args.force)
+    print(f"copied {len(copies)} notebooks to {args.dest}\n"
+          f"open them: jupyter lab {args.dest}   (JupyterLab: pip install 'spt[notebooks]')\n"
+          f"run your copy of a study: spt study run NAME --notebooks {args.dest} --out OUT")
+    return 0
+
+
+def cmd_notebooks_where(args) -> int:
+    from .notebooks import notebooks_dir, packaged_notebooks
+    print(f"spt's notebooks: {packaged_notebooks()}\n"
+          f"spt study uses: {notebooks_dir(args.notebooks)}")
+    return 0
+
+
+# what a study run needs beyond spt's core, and the package that provides each module
+STUDY_PACKAGES = {"papermill": "papermill", "ipykernel": "ipykernel", "nbformat": "nbformat",
+                  "nbclient": "nbclient", "jupyter_client": "jupyter-client",
+                  "matplotlib": "matplotlib", "ipywidgets": "ipywidgets", "yaml": "pyyaml"}
+
+
+def missing_package_message(e: ImportError) -> str:
+    """The error for a module a study run needs that this environment lacks: what to install."""
+    name = (getattr(e, "name", None) or "").split(".")[0]
+    if name in STUDY_PACKAGES:
+        return (f"{e}: spt study runs notebooks with papermill, whose packages are dependencies "
+                f"of spt, but this environment lacks {STUDY_PACKAGES[name]!r} (spt installed "
+                f"with --no-deps, or the package removed since). Install them: pip install "
+                f"papermill ipykernel matplotlib ipywidgets  (or reinstall spt: pip install "
+                f"--force-reinstall spt)")
+    return str(e)
+
+
+def _no_kernel_message(e: Exception) -> str:
+    return (f"{e}: papermill runs the notebooks with the Jupyter kernel 'python3' of this "
+            f"Python ({sys.executable}). Install it: {sys.executable} -m pip install ipykernel && "
+            f"{sys.executable} -m ipykernel install --sys-prefix --name python3")
+
+
 RESUME = ("finished cells and checkpoints are kept under --out; rerun the same command to "
           "resume")
 
 
-def _guard(fn):
+def _guard(fn, prog: str = "spt study"):
     def run(args) -> int:
         try:
             return fn(args)
-        except (FileNotFoundError, ValueError, ImportError) as e:
-            print(f"spt study: error: {e}", file=sys.stderr)
+        except ImportError as e:
+            print(f"{prog}: error: {missing_package_message(e)}", file=sys.stderr)
+            return 2
+        except (FileNotFoundError, FileExistsError, ValueError) as e:
+            print(f"{prog}: error: {e}", file=sys.stderr)
             return 2
         except (DiskFullError, NotWritableError) as e:
-            print(f"spt study: error: {e}", file=sys.stderr)
+            print(f"{prog}: error: {e}", file=sys.stderr)
             return 1
         except Exception as e:  # papermill's execution error: the notebook says what failed
             if type(e).__name__ == "PapermillExecutionError":
                 if e.ename == "KeyboardInterrupt":
-                    print(f"spt study: interrupted; {RESUME}", file=sys.stderr)
+                    print(f"{prog}: interrupted; {RESUME}", file=sys.stderr)
                     return 130
                 said = getattr(e, "kernel_log", None)
-                print(f"spt study: the notebook failed: {e.ename}: {e.evalue}\n(see the executed "
+                print(f"{prog}: the notebook failed: {e.ename}: {e.evalue}\n(see the executed "
                       f"notebook under --out for the traceback"
                       + (f"; what its processes printed last: {said})" if said else ")"),
                       file=sys.stderr)
                 return 1
+            if type(e).__name__ == "NoSuchKernel":
+                print(f"{prog}: error: {_no_kernel_message(e)}", file=sys.stderr)
+                return 2
             if type(e).__name__ == "DeadKernelError":
                 said = getattr(e, "kernel_log", None)
-                print(f"spt study: the notebook's kernel died (killed, or out of memory?); "
+                print(f"{prog}: the notebook's kernel died (killed, or out of memory?); "
                       f"{RESUME}" + (f"\n(what the kernel wrote: {said})" if said else ""),
                       file=sys.stderr)
                 return 1
@@ -234,8 +280,9 @@ def add_study_commands(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("study", help="run the paper's studies (notebooks) with papermill")
     sub = p.add_subparsers(title="study commands", metavar="STUDY_COMMAND")
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--notebooks", help="folder of the study notebooks (default: ./notebooks "
-                        "or the checkout's)")
+    common.add_argument("--notebooks", help="folder of the study notebooks (default: "
+                        "$SPT_NOTEBOOKS, ./notebooks, else spt's own: the checkout's or the "
+                        "installed package's; `spt notebooks where`)")
 
     q = sub.add_parser("list", parents=[common], help="the studies, one line each")
     q.set_defaults(func=_guard(cmd_list))
@@ -320,4 +367,19 @@ def add_study_commands(subparsers) -> argparse.ArgumentParser:
                    help="with --slurm: run the array through submitit's local executor on this "
                    "machine (same tasks, signals and requeues; to try a batch before submitting)")
     q.set_defaults(func=_guard(cmd_batch))
+    return p
+
+
+def add_notebook_commands(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("notebooks", help="copy spt's notebooks to edit and run them",
+                              description="spt's notebooks (the studies, the quickstart, the "
+                              "walkthrough and the explorers) come with the package.")
+    sub = p.add_subparsers(title="notebook commands", metavar="NOTEBOOKS_COMMAND")
+    q = sub.add_parser("copy", help="copy them into DIR (to open in JupyterLab)")
+    q.add_argument("dest", metavar="DIR", help="folder to copy the notebooks into (created)")
+    q.add_argument("--force", action="store_true", help="replace notebooks already in DIR")
+    q.set_defaults(func=_guard(cmd_notebooks_copy, "spt notebooks"))
+    q = sub.add_parser("where", help="where spt's notebooks are, and which folder spt study uses")
+    q.add_argument("--notebooks", help="as for spt study: a folder of notebooks")
+    q.set_defaults(func=_guard(cmd_notebooks_where, "spt notebooks"))
     return p

@@ -1,22 +1,69 @@
-"""Where the study notebooks live and which of them are the paper's studies."""
+"""Where the study notebooks live and which of them are the paper's studies.
+
+A checkout keeps them in ``notebooks/``; an installed wheel carries the same files as package data
+in ``spt/notebooks/`` (pyproject.toml maps the one folder onto the other), so ``spt study`` finds
+them without a checkout, and :func:`copy_notebooks` (``spt notebooks copy DIR``) gives editable
+copies to open in JupyterLab.
+"""
 from __future__ import annotations
 
 import os
 import re
+import shutil
 from pathlib import Path
 
 STUDY_PATTERN = re.compile(r"^(0[1-9]|[1-9][0-9])_[a-z0-9_]+$")
 
+_PACKAGE = Path(__file__).resolve().parents[1]
+
+
+def _has_notebooks(folder) -> bool:
+    return bool(folder) and Path(folder).is_dir() and any(Path(folder).glob("*.ipynb"))
+
+
+def packaged_notebooks() -> Path:
+    """spt's own notebooks: the checkout's notebooks/ when spt runs from a checkout (development),
+    else the copies installed with the package (spt/notebooks)."""
+    checkout = _PACKAGE.parent
+    if (checkout / "pyproject.toml").is_file() and _has_notebooks(checkout / "notebooks"):
+        return checkout / "notebooks"
+    if _has_notebooks(_PACKAGE / "notebooks"):
+        return _PACKAGE / "notebooks"
+    raise FileNotFoundError(f"spt's notebooks are missing from this installation (no notebooks "
+                            f"in {_PACKAGE / 'notebooks'}, nor in a checkout above it): reinstall "
+                            f"spt from its wheel or checkout, or pass --notebooks DIR / set "
+                            f"SPT_NOTEBOOKS")
+
 
 def notebooks_dir(path=None) -> Path:
-    """The folder of the study notebooks: `path`, $SPT_NOTEBOOKS, ./notebooks, or the checkout's."""
-    candidates = [path, os.environ.get("SPT_NOTEBOOKS"), Path.cwd() / "notebooks",
-                  Path(__file__).resolve().parents[2] / "notebooks"]
-    for c in candidates:
-        if c and Path(c).is_dir() and any(Path(c).glob("*.ipynb")):
+    """The folder of the study notebooks: `path`, $SPT_NOTEBOOKS, ./notebooks, or spt's own
+    (:func:`packaged_notebooks`: the checkout's, else the installed package's)."""
+    for c in (path, os.environ.get("SPT_NOTEBOOKS")):
+        if c and not _has_notebooks(c):
+            raise FileNotFoundError(f"no notebooks (*.ipynb) in {c} (given by "
+                                    f"{'--notebooks' if c == path else 'SPT_NOTEBOOKS'})")
+        if c:
             return Path(c)
-    raise FileNotFoundError("no study notebooks found: run from a checkout of spt (its notebooks/ "
-                            "folder), or pass --notebooks DIR / set SPT_NOTEBOOKS")
+    if _has_notebooks(Path.cwd() / "notebooks"):
+        return Path.cwd() / "notebooks"
+    return packaged_notebooks()
+
+
+def copy_notebooks(dest, *, overwrite: bool = False) -> list[Path]:
+    """Copy spt's notebooks (:func:`packaged_notebooks`) into `dest` (created), to edit and run
+    there; returns the copies. Refuses to replace a file unless `overwrite`."""
+    src = packaged_notebooks()
+    dest = Path(dest)
+    files = sorted(src.glob("*.ipynb"))
+    if dest.resolve() == src.resolve():
+        raise ValueError(f"{dest} is where spt's notebooks are; copy them to another folder")
+    there = [dest / f.name for f in files if (dest / f.name).exists()]
+    if there and not overwrite:
+        raise FileExistsError(f"{dest} already has {', '.join(p.name for p in there[:3])}"
+                              + (f" and {len(there) - 3} more" if len(there) > 3 else "")
+                              + ": pass --force to replace them, or copy into another folder")
+    dest.mkdir(parents=True, exist_ok=True)
+    return [Path(shutil.copyfile(f, dest / f.name)) for f in files]
 
 
 def list_studies(nb_dir=None) -> dict[str, str]:

@@ -22,6 +22,7 @@ from typing import Callable, Optional, Sequence
 import xarray as xr
 
 from ..data.errors import DataMissingError
+from ..results import other_code_note
 from .cells import Cell, run_cells
 from .job import GridPreset
 
@@ -198,6 +199,9 @@ class Study:
         print(f"{self.name} [{p.name}]: {p.note}" + (f"\n{SMOKE_SAYS}" if p.name == "smoke" else ""))
         ds = run_cells(self.name, preset_cells(p, seeds=seeds, device=device), out_dir,
                        workers=workers)
+        note = other_code_note(ds)  # reused cells made by another spt version: said, not refused
+        if note:
+            print(note)
         return self.finish(ds) if self.finish is not None else ds
 
     def stage_views(self, preset="paper", data_root="DATA",

@@ -4,7 +4,8 @@ backbone strictly by name.
 A checkpoint is a ``torch.save`` dict with ``format`` = :data:`FORMAT`, the configs as plain dicts
 (``model_config``, ``spec``, ``objective``, ``train_config``), ``stage`` ("pretrain", "finetune",
 "scratch"), ``model`` (the state dict), and for the resumable ``last.pt`` the optimiser, scheduler,
-RNG states, position in the run and the history so far.
+RNG states, position in the run and the history so far; ``provenance``: the code that wrote it
+(spt version and commit, torch, device, host, date: :func:`spt.provenance.current_provenance`).
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import torch
 from ..atomic import DamagedFileError, atomic_write
 from ..layer_config import check_layer_trusted
 from ..models.hub_mixin import NotAnSptCheckpoint
+from ..provenance import current_provenance
 
 FORMAT = "spt-checkpoint-v1"
 
@@ -56,7 +58,10 @@ def digest(obj) -> str:
 
 def atomic_save(obj, path: Path) -> None:
     """torch.save `obj` to `path` atomically (temp file, fsync, rename; mode from the umask).
-    A dict gets its :func:`digest` under "sha256", which :func:`read_checkpoint` verifies."""
+    A dict gets its :func:`digest` under "sha256", which :func:`read_checkpoint` verifies; an spt
+    checkpoint (format :data:`FORMAT`) also gets the writer's "provenance"."""
+    if isinstance(obj, dict) and obj.get("format") == FORMAT:
+        obj = {**obj, "provenance": current_provenance()}
     if isinstance(obj, dict):
         obj = {**{k: v for k, v in obj.items() if k != "sha256"}, "sha256": digest(
             {k: v for k, v in obj.items() if k != "sha256"})}
