@@ -5,13 +5,18 @@ The README is the home page: its links `docs/PAGE.md` become `PAGE.md`. A page u
 to the README and the notebooks as `../README.md` and `../notebooks/NAME.ipynb` (right on GitHub),
 which lose their `../` on the site. The notebooks are the ones `make docs` executed into
 build/docs/notebooks/; where that has not run, the committed ones (no outputs), which is enough
-for the link check (tests/test_docs.py)."""
+for the link check (tests/test_docs.py).
+
+Docstrings cross-reference in Sphinx roles (:func:`~spt.hub.load_model`); on the site each becomes
+a link to that object's API entry where one is rendered, else plain code."""
 import re
 from pathlib import Path
 
 from mkdocs.plugins import event_priority
 from mkdocs.structure.files import File
 
+# a role as mkdocstrings renders it from Markdown: :func:<code>~spt.hub.load_model</code>
+ROLE = re.compile(r":(?:func|class|mod|meth|attr|data|obj|exc):<code>(~?)([\w.]+)</code>")
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ("00_quickstart", "10_walkthrough")
 EXECUTED = ROOT / "build" / "docs" / "notebooks"
@@ -37,3 +42,9 @@ def on_page_markdown(markdown, page, config, files):
     if page.file.src_uri == "README.md":
         return re.sub(r"\]\(docs/", "](", markdown)
     return re.sub(r"\]\(\.\./", "](", markdown)
+
+
+def on_page_content(html, page, config, files):
+    # an optional mkdocs-autorefs reference: resolved later into a link, or left as plain code
+    return ROLE.sub(lambda m: f'<autoref identifier="{m[2]}" optional><code>'
+                              f'{m[2].rsplit(".", 1)[-1] if m[1] else m[2]}</code></autoref>', html)
