@@ -40,7 +40,7 @@ test: install
 # the docs site, offline: docs/ and the README as its home page, the API from the docstrings, the
 # quick start (smoke setting) and the walkthrough executed into build/docs/notebooks and rendered
 docs: install
-	$(PY) tools/docs_notebooks.py build/docs/notebooks
+	$(PY) tools/docs_notebooks.py
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 	@echo "wrote build/site/index.html"
 
