@@ -1,6 +1,7 @@
 # spt: two commands do everything, each setting itself up on a fresh machine.
 #   make demo   - create .venv, install, run notebooks/00_quickstart.ipynb with papermill
 #   make test   - create .venv, install, run the test suite
+#   make docs   - build the docs site into build/site, offline (docs/testing.md)
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -10,7 +11,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml tools/install_torch.sh |
 export HF_HUB_OFFLINE ?= 1
 export TQDM_MININTERVAL ?= 5
 
-.PHONY: install demo laptop-results test test-wheel check-paper test-browser bench-gpu clean
+.PHONY: install demo laptop-results test test-wheel docs check-paper test-browser bench-gpu clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +50,13 @@ test: install
 # another folder (tools/test_wheel.sh; a few minutes, mostly pip)
 test-wheel: install
 	tools/test_wheel.sh $(PY)
+
+# the docs site, offline: docs/ and the README as its home page, the API from the docstrings, the
+# quick start (smoke setting) and the walkthrough executed into build/docs/notebooks and rendered
+docs: install
+	$(PY) tools/docs_notebooks.py
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+	@echo "wrote build/site/index.html"
 
 # the dry run of every cell of every study's paper preset, on full-length fixtures in the official
 # formats (two optimiser steps per stage at batch 2: spt.studies.check.TIMED_STEPS); CHECK_DEVICE=cuda on a GPU node
