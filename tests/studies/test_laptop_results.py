@@ -15,7 +15,7 @@ def quickstart_ds(spt, scratch):
 def test_the_quickstart_headline_is_the_mean_gap_and_the_seeds_ahead():
     ds = quickstart_ds([80.0, 70.0, 60.0], [60.0, 60.0, 65.0])
     assert L.quickstart_headline(ds) == ("SPT 70.0 vs. scratch 61.7: +8.3 points, SPT ahead on "
-                                         "2 of 3 seeds")
+                                         "2 of 3 seeds, by 10 points or more on 2")
 
 
 class FakeStudy:
