@@ -90,7 +90,7 @@ def test_the_wheel_carries_the_notebooks_the_data_files_and_the_commit(tmp_path)
         commit = z.read("spt/COMMIT").decode().strip() if "spt/COMMIT" in names else None
     ours = {f"spt/notebooks/{p.name}" for p in (ROOT / "notebooks").glob("*.ipynb")}
     assert len(ours) > 10 and ours <= names
-    assert {"spt/studies/paper_settings.tsv", "spt/samples/kernels.nc", "spt/cli.py"} <= names
+    assert {"spt/paper/settings.tsv", "spt/samples/kernels.nc", "spt/cli.py"} <= names
     assert not [n for n in names if n.startswith("tests/") or "__pycache__" in n]
     requires = re.findall(r"^Requires-Dist: ([A-Za-z0-9_.-]+)[^;\n]*$", meta, re.M)
     assert {"papermill", "ipykernel", "matplotlib", "ipywidgets", "torch"} <= set(requires)
