@@ -361,8 +361,8 @@ def test_a_second_process_training_the_same_run_folder_is_refused(task, tmp_path
     try:
         out = tmp_path / "run"
         out.mkdir()
-        (out / "run.lock").write_text(json.dumps({"host": socket.gethostname(),
-                                                  "pid": sleeper.pid, "since": 0}))
+        (out / "run.lock").write_text(json.dumps({"host": socket.gethostname(),  # written by it
+                                                  "pid": sleeper.pid, "since": time.time()}))
         with pytest.raises(RunInUse, match=f"pid {sleeper.pid}") as err:
             pretrain(task, TINY, MASKED, TC, out, resume=True)
         assert str(out) in str(err.value) and "rerun the same command" in str(err.value)
