@@ -43,7 +43,7 @@ class Setup:
                     Table 1) instead of standardised continuous values (L1 on masked pixels).
     scratch_lr    : the from-scratch run's lr when scratch_lrs is empty. 1e-3 was chosen on
                     validation over {3e-3, 1e-3} in a 6-seed run with the full grid per seed (it
-                    won on 5 of 6 seeds; README), as finetune_lr was chosen once for SPT.
+                    won on 5 of 6 seeds; docs/quickstart.md), as finetune_lr was chosen once for SPT.
     scratch_lrs   : an lr grid for the from-scratch run, tuned per seed (each lr a full run; the
                     best on validation is reported); empty: scratch_lr alone.
     pretrain_val  : validate pretraining on this many validation images (None: all val_size).
@@ -129,7 +129,7 @@ class Setup:
 # from-scratch model sits at chance for 40-70 epochs on tokens: a shorter patience would stop it
 # there), validated every 4 epochs (pretraining every 10). The continuous-pixel reference is off
 # (it added a third of the time); RECORDED_CONTINUOUS holds its 6-seed run. Measured in
-# docs/laptop_quickstart_measurements.md and the README.
+# docs/laptop_quickstart_measurements.md and docs/quickstart.md.
 LAPTOP = Setup()
 
 # The continuous-pixel setting (standardised values, L1 pretraining) at the laptop budgets.
@@ -250,7 +250,7 @@ def config(setup: Setup, seeds: Sequence[int]) -> dict:
 
 # Scratch on continuous pixel values at the laptop preset's model, lr 1e-3 and stopping rule
 # (validated every epoch), seeds 0-5: test accuracy (%) of the 6-seed fresh-clone `make demo` of
-# 2026-11-23, which ran it beside the token runs (README, "What the demo shows").
+# 2026-11-23, which ran it beside the token runs (docs/quickstart.md).
 RECORDED_CONTINUOUS = {0: 83.4, 1: 84.8, 2: 85.0, 3: 87.6, 4: 82.0, 5: 82.0}
 
 
@@ -351,7 +351,7 @@ def describe_budgets(ds: xr.Dataset, setup: Setup) -> str:
     else:
         lr_line = (f"Scratch lr {grid[0]:g} for every seed, no per-seed grid (scratch_lrs is empty"
                    + ("; 1e-3 is the lr a per-seed grid over 3e-3 and 1e-3 chose on 5 of 6 seeds, "
-                      "README)." if setup == LAPTOP else ")."))
+                      "docs/quickstart.md)." if setup == LAPTOP else ")."))
     lines = [
         f"Scratch: {sc.steps.mean().item():.0f} optimiser steps on average in the run kept "
         f"(min {sc.steps.min().item():.0f}, max {sc.steps.max().item():.0f}); each run went on "
