@@ -309,3 +309,17 @@ def test_dt_at_the_runs_lr_without_weight_decay():
     assert groups["blocks.0.kernel.C"] == (0.01, 0.05)
     with pytest.raises(ValueError, match="n_ssm=3 must divide d_model=8"):
         SSMConfig(kind="s4", d_model=8, n_ssm=3)
+
+
+def test_configs_stored_before_the_final_s4_options_read_back_the_same():
+    # a config at the options' defaults is stored without them, as before they existed, so result
+    # files, last.pt and hub folders written earlier still match the configs that made them
+    cfg = SSMConfig(kind="s4", d_model=8, n_layers=1, d_state=4, max_len=16)
+    d = model_config_to_dict(cfg)
+    assert not {"dt_lr", "n_ssm", "tie_dropout"} & set(d)
+    assert model_config_from_dict(d) == cfg
+    final = SSMConfig(kind="s4", d_model=8, n_layers=1, d_state=4, max_len=16, dt_lr="run",
+                      n_ssm=2, tie_dropout=True, dropout=0.1)
+    d = model_config_to_dict(final)
+    assert (d["dt_lr"], d["n_ssm"], d["tie_dropout"]) == ("run", 2, True)
+    assert model_config_from_dict(d) == final
