@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..paper.rows import PAPER_PATIENCE as PATIENCE
+from .stages import stage_values
 from .values import ANY, same
 
 
@@ -91,18 +92,15 @@ MLP_HEAD = ("head: spt's MLP head is Linear -> GELU -> Linear; the authors' nonl
             "(src/tasks/decoders.py, the retrieval decoder included) use ReLU")
 
 
-def _readings():
-    def budget(v, days):
-        return v.train.max_time is not None and abs(v.train.max_time - days * 86400) < 1
-
-    return (
-        (COSINE, lambda v: v.train.schedule == "cosine" and v.train.schedule_steps is not None),
-        (MAX_EPOCHS, lambda v: v.stage != "scratch" and v.train.epochs == 200),
-        (FOUR_GPUS, lambda v: budget(v, 5) or budget(v, 2)),
-        (TEXT_LENGTH, lambda v: getattr(v.task, "name", "") == "text"),
-        (MLP_HEAD, lambda v: v.stage != "pretrain" and (v.head or getattr(v.model, "head", ""))
-         == "mlp"),
-    )
+# Each reading's test, on a stage's (StageView, its stage_values): the values the fidelity check
+# compares, so "budget" and "head" mean here what they mean there.
+_READINGS = (
+    (COSINE, lambda v, f: f["schedule"] == "cosine" and f["schedule_steps"] is not None),
+    (MAX_EPOCHS, lambda v, f: v.stage != "scratch" and f["epochs"] == 200),
+    (FOUR_GPUS, lambda v, f: f["budget_h"] in (5 * 24, 2 * 24)),
+    (TEXT_LENGTH, lambda v, f: getattr(v.task, "name", "") == "text"),
+    (MLP_HEAD, lambda v, f: v.stage != "pretrain" and f["head"] == "mlp"),
+)
 
 
 def readings(cells) -> list:
@@ -110,7 +108,7 @@ def readings(cells) -> list:
     cells: the rule spt chose where the paper and the authors' configs disagree or are silent."""
     out = []
     for coords, views in cells:
-        for text, applies in _readings():
-            if any(applies(v) for v in views):
-                out.append((coords, text))
+        stages = [(v, stage_values(v)) for v in views]
+        out += [(coords, text) for text, applies in _READINGS
+                if any(applies(v, f) for v, f in stages)]
     return out
