@@ -12,12 +12,15 @@ from typing import Union
 from .compat import LATER_MODEL_FIELDS, OLD_CONFIG_NAMES, without_later_fields
 from .config import TransformerConfig
 from .layer_config import LayerConfig
+from .mixer_config import MIXER_CONFIGS, GatedDeltaNetConfig, GLAConfig, LRUConfig, Mamba2Config, MambaConfig
 from .sgconv_config import SGConvConfig
 from .ssm_config import SSMConfig
 
-ModelConfigType = Union[TransformerConfig, SSMConfig, SGConvConfig, LayerConfig]
+ModelConfigType = Union[TransformerConfig, SSMConfig, SGConvConfig, LayerConfig, MambaConfig,
+                        Mamba2Config, GatedDeltaNetConfig, GLAConfig, LRUConfig]
 
-MODEL_CONFIG_TYPES: tuple[type, ...] = (TransformerConfig, SSMConfig, SGConvConfig, LayerConfig)
+MODEL_CONFIG_TYPES: tuple[type, ...] = (TransformerConfig, SSMConfig, SGConvConfig, LayerConfig,
+                                        *MIXER_CONFIGS)
 
 
 

@@ -8,9 +8,9 @@ checkpoint's backbone can be loaded strictly by name.
 The layer stack is the seam between the architectures: any ``nn.Module`` with
 ``forward(x (B, L, D), valid (B, L) bool or None) -> (B, L, D)`` and a ``causal`` attribute (True
 when position t only sees positions <= t) can be a Backbone's ``layers``. :func:`build_layers` makes
-the stack of a model config (Transformer, SSM, SGConv, or a :class:`~spt.layer_config.LayerConfig`
-naming any user layer class, :mod:`spt.models.user_layers`) and :func:`build_backbone` the whole
-backbone.
+the stack of a model config (Transformer, SSM, SGConv, a mixer of :mod:`spt.mixer_config`, or a
+:class:`~spt.layer_config.LayerConfig` naming any user layer class, :mod:`spt.models.user_layers`)
+and :func:`build_backbone` the whole backbone.
 
 Pair tasks (``TaskSpec.pair``, LRA Retrieval) get a :class:`DualEncoderModel`: the same one
 backbone encodes each document (shared weights, same parameter names, so a backbone pretrained on
@@ -31,6 +31,7 @@ from ..compat import upgrade_spec
 from ..config import ObjectiveConfig, TransformerConfig
 from ..data.task import TaskSpec
 from ..layer_config import LayerConfig
+from ..mixer_config import MixerConfig
 from ..model_config import ModelConfigType, model_config_from_dict
 from ..sgconv_config import SGConvConfig
 from ..ssm_config import SSMConfig
@@ -38,26 +39,28 @@ from .dropout import Dropout
 from .heads import ClassifierHead, ContinuousEncoder, PairClassifierHead, TokenEncoder, TokenHead
 from .hub_mixin import HubMixin, NotAnSptCheckpoint, hub_config
 from .init import apply_init_
+from .mixers.stack import MixerStack
 from .positions import AddedPositions
 from .sgconv import SGConvEncoder
 from .ssm import SSMEncoder
 from .transformer import TransformerEncoder
 from .user_layers import LayerStack
 
+# The layer stack of each kind of model config; a subclass of a key (each mixer config of
+# spt.mixer_config) takes its base class's stack.
+STACKS: dict[type, type] = {TransformerConfig: TransformerEncoder, SSMConfig: SSMEncoder,
+                            SGConvConfig: SGConvEncoder, LayerConfig: LayerStack,
+                            MixerConfig: MixerStack}
+
 
 def build_layers(cfg: ModelConfigType) -> nn.Module:
     """The layer stack of a model config: (B, L, d), valid (B, L) -> (B, L, d)."""
-    if isinstance(cfg, TransformerConfig):
-        return TransformerEncoder(cfg)
-    elif isinstance(cfg, SSMConfig):
-        return SSMEncoder(cfg)
-    elif isinstance(cfg, SGConvConfig):
-        return SGConvEncoder(cfg)
-    elif isinstance(cfg, LayerConfig):
-        return LayerStack(cfg)
-    raise TypeError(f"no layer stack for model config of type {type(cfg).__name__}; expected a "
-                    f"TransformerConfig, an SSMConfig, an SGConvConfig or a LayerConfig (any layer "
-                    f"class of yours, by its import path)")
+    for cls in type(cfg).__mro__:
+        if cls in STACKS:
+            return STACKS[cls](cfg)
+    raise TypeError(f"no layer stack for model config of type {type(cfg).__name__}; expected one "
+                    f"of {', '.join(c.__name__ for c in STACKS)} (or a subclass), or a LayerConfig "
+                    f"naming any layer class of yours by its import path")
 
 
 def input_encoder(spec: TaskSpec, d_model: int) -> nn.Module:

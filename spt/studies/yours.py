@@ -23,7 +23,7 @@ def model_name(cfg) -> str:
     lower-cased class name of a LayerConfig's layer."""
     if isinstance(cfg, TransformerConfig):
         return "transformer"
-    if isinstance(cfg, SSMConfig):
+    if isinstance(cfg, SSMConfig) or getattr(type(cfg), "kind", None):  # S4 / DLR, mixers
         return cfg.kind
     layer = getattr(cfg, "layer", None)
     if isinstance(layer, str):

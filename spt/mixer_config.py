@@ -1,0 +1,248 @@
+"""Configs of today's sequence mixers: Mamba, Mamba-2, Gated DeltaNet, GLA and LRU.
+
+Each config is a stack of ``n_layers`` pre-norm residual blocks around one mixer
+(:class:`spt.models.mixers.stack.MixerStack`), with an optional SwiGLU MLP block after each mixer
+(``mlp_expand``), sized by named fields. The shared fields are :class:`MixerConfig`'s; each
+subclass adds its mixer's own and names the class that builds it (``mixer``, an import path, so
+this module needs no torch and a checkpoint's ``{"type": "MambaConfig", ...}`` rebuilds it).
+
+causal=True : every mixer runs its recurrence left to right (next-token self-pretraining);
+causal=False: each mixer runs it both ways, one set of direction parameters per way sharing the
+              input and output projections (as Caduceus' BiMamba ties them), and sums the two.
+
+==================  ======================================  =====================================
+config              mixer (paper)                           GPU kernel when installed on CUDA
+==================  ======================================  =====================================
+MambaConfig         selective SSM (Gu & Dao 2023)           mamba-ssm ``selective_scan_fn``
+Mamba2Config        SSD (Dao & Gu 2024)                     mamba-ssm ``mamba_chunk_scan_combined``
+GatedDeltaNetConfig gated delta rule (Yang, Kautz &         fla ``chunk_gated_delta_rule``
+                    Hatamizadeh, ICLR 2025)
+GLAConfig           gated linear attention (Yang et al.     fla ``chunk_gla``
+                    ICML 2024)
+LRUConfig           linear recurrent unit (Orvieto et al.   none needed (a diagonal complex scan)
+                    ICML 2023)
+==================  ======================================  =====================================
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import ClassVar
+
+from .config import Head, Pooling, _check_choice
+
+_POSITIONS = ("none", "sinusoidal", "learned")
+
+
+@dataclass(frozen=True)
+class MixerConfig:
+    """The fields every mixer stack shares.
+
+    d_model    : width D; every block maps (B, L, D) -> (B, L, D).
+    n_layers   : number of mixer blocks.
+    mlp_expand : 0 for mixer-only blocks (Mamba's design); k > 0 adds a pre-norm SwiGLU MLP of
+                 hidden width k * D after every mixer (the GLA / Gated DeltaNet / LRU papers' blocks).
+    causal     : True: position t sees inputs <= t; False: each mixer runs both ways.
+    positions  : "none" | "sinusoidal" | "learned" (a table added to the stack's input; the
+                 recurrences know order without one).
+    max_len    : the longest sequence (the position table's length, the study's task length).
+    pooling    : "mean" | "max" | "last" (the finetuning head's).
+    dropout    : on the stack's input and every block's output, before the residual sum.
+    head       : "mlp" | "linear": the finetuning head after pooling.
+    """
+
+    mixer: ClassVar[str] = ""
+    kind: ClassVar[str] = ""
+
+    d_model: int = 64
+    n_layers: int = 2
+    mlp_expand: int = 0
+    causal: bool = False
+    positions: str = "none"
+    max_len: int = 1024
+    pooling: Pooling = "mean"
+    dropout: float = 0.0
+    head: Head = "mlp"
+
+    def __post_init__(self):
+        c = type(self).__name__
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if f.type in ("int", int) and (isinstance(v, bool) or not isinstance(v, int)):
+                raise TypeError(f"{c}.{f.name} must be an int, got {v!r}")
+            if f.type in ("float", float) and (isinstance(v, bool) or not isinstance(v, (int, float))):
+                raise TypeError(f"{c}.{f.name} must be a number, got {v!r}")
+        for name in ("d_model", "n_layers", "max_len"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{c}.{name} must be > 0, got {getattr(self, name)!r}")
+        if self.mlp_expand < 0:
+            raise ValueError(f"{c}.mlp_expand must be >= 0 (0: no MLP), got {self.mlp_expand!r}")
+        if not isinstance(self.causal, bool):
+            raise TypeError(f"{c}.causal must be True or False, got {self.causal!r}")
+        _check_choice(c, "positions", self.positions, _POSITIONS)
+        _check_choice(c, "pooling", self.pooling, Pooling.__args__)
+        _check_choice(c, "head", self.head, Head.__args__)
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"{c}.dropout must be in [0, 1), got {self.dropout!r}")
+        self.check()
+
+    def check(self) -> None:
+        """A mixer's own checks of its fields (raise ValueError naming the field)."""
+
+    # the stack runs each mixer as built: causal=False mixers see both ways themselves
+    bidirectional: ClassVar[bool] = False
+
+    @property
+    def layer(self) -> str:
+        """The mixer class's import path (what :class:`~spt.models.mixers.stack.MixerStack` builds)."""
+        return self.mixer
+
+    @property
+    def layer_kwargs(self) -> dict:
+        """The mixer's own fields: what its constructor takes besides d_model and causal."""
+        shared = {f.name for f in dataclasses.fields(MixerConfig)}
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                if f.name not in shared}
+
+
+def _positive(cfg, *names, allow_zero=False):
+    for name in names:
+        v = getattr(cfg, name)
+        if v < 0 or (v == 0 and not allow_zero):
+            raise ValueError(f"{type(cfg).__name__}.{name} must be {'>= 0' if allow_zero else '> 0'}"
+                             f", got {v!r}")
+
+
+def _dt_range(cfg):
+    if not 0 < cfg.dt_min <= cfg.dt_max:
+        raise ValueError(f"{type(cfg).__name__}: need 0 < dt_min <= dt_max, got dt_min="
+                         f"{cfg.dt_min!r}, dt_max={cfg.dt_max!r}")
+
+
+@dataclass(frozen=True)
+class MambaConfig(MixerConfig):
+    """Mamba (Gu & Dao 2023): in-projection to x, z (E * D each), causal depthwise convolution of
+    width d_conv on x, SiLU, the selective SSM with state N = d_state per channel (dt, B, C from x;
+    dt through a rank dt_rank projection, dt_rank 0 = ceil(D / 16)), gate by SiLU(z),
+    out-projection. A = -(1..N) per channel (S4D-real), dt initialised log-uniform in
+    [dt_min, dt_max]; no weight decay on A_log, D and the dt bias (the authors' hints)."""
+
+    mixer: ClassVar[str] = "spt.models.mixers.mamba:Mamba"
+    kind: ClassVar[str] = "mamba"
+
+    d_state: int = 16
+    expand: int = 2
+    d_conv: int = 4
+    dt_rank: int = 0
+    dt_min: float = 0.001
+    dt_max: float = 0.1
+
+    def check(self):
+        _positive(self, "d_state", "expand", "d_conv")
+        _positive(self, "dt_rank", allow_zero=True)
+        _dt_range(self)
+
+
+@dataclass(frozen=True)
+class Mamba2Config(MixerConfig):
+    """Mamba-2 (Dao & Gu 2024, SSD): one in-projection to z, x, B, C, dt; a causal depthwise
+    convolution over (x, B, C); the SSD recurrence with a scalar decay per head
+    h_t = exp(dt_t A_h) h_{t-1} + dt_t B_t x_t^T, y_t = C_t h_t + D x_t over heads of head_dim
+    channels (E * D / head_dim heads, B and C shared by all heads: one group); a gated RMSNorm
+    (y * SiLU(z)) and the out-projection. A_h = -U(1, 16), dt log-uniform in [dt_min, dt_max]."""
+
+    mixer: ClassVar[str] = "spt.models.mixers.mamba2:Mamba2"
+    kind: ClassVar[str] = "mamba2"
+
+    d_state: int = 64
+    expand: int = 2
+    head_dim: int = 32
+    d_conv: int = 4
+    dt_min: float = 0.001
+    dt_max: float = 0.1
+
+    def check(self):
+        _positive(self, "d_state", "expand", "head_dim", "d_conv")
+        _dt_range(self)
+        if (self.expand * self.d_model) % self.head_dim:
+            raise ValueError(f"Mamba2Config: head_dim={self.head_dim} must divide the inner width "
+                             f"expand * d_model = {self.expand * self.d_model}")
+
+
+@dataclass(frozen=True)
+class GatedDeltaNetConfig(MixerConfig):
+    """Gated DeltaNet (Yang, Kautz & Hatamizadeh, ICLR 2025): per head a matrix state updated by
+    the gated delta rule S_t = S_{t-1} a_t (I - beta_t k_t k_t^T) + beta_t v_t k_t^T, o_t = S_t q_t,
+    with q, k after a short causal convolution, SiLU and L2 normalisation, beta = sigmoid(.), the
+    decay a_t = exp(-exp(A_log) softplus(. + dt_bias)) (Mamba-2's), and an output gate through a
+    gated RMSNorm. n_heads heads of key width head_dim and value width expand_v * head_dim
+    (head_dim 0: D / n_heads)."""
+
+    mixer: ClassVar[str] = "spt.models.mixers.gated_deltanet:GatedDeltaNet"
+    kind: ClassVar[str] = "gated_deltanet"
+
+    n_heads: int = 4
+    head_dim: int = 0
+    expand_v: int = 2
+    d_conv: int = 4
+
+    def check(self):
+        _positive(self, "n_heads", "expand_v", "d_conv")
+        _positive(self, "head_dim", allow_zero=True)
+        if not self.head_dim and self.d_model % self.n_heads:
+            raise ValueError(f"GatedDeltaNetConfig: n_heads={self.n_heads} must divide d_model="
+                             f"{self.d_model} (or set head_dim)")
+
+
+@dataclass(frozen=True)
+class GLAConfig(MixerConfig):
+    """Gated linear attention (Yang, Wang, Shen, Panda & Kim, ICML 2024): per head a matrix state
+    S_t = diag(a_t) S_{t-1} + k_t v_t^T, o_t = q_t S_t, with the data-dependent forget gate
+    a_t = exp(logsigmoid(W2 W1 x_t + b) / gate_norm) through a rank gate_rank projection; key width
+    expand_k * D, value width expand_v * D over n_heads heads; output gated by SiLU(W_g x) after a
+    per-head RMSNorm."""
+
+    mixer: ClassVar[str] = "spt.models.mixers.gla:GLA"
+    kind: ClassVar[str] = "gla"
+
+    n_heads: int = 4
+    expand_k: float = 0.5
+    expand_v: float = 1.0
+    gate_rank: int = 16
+    gate_norm: float = 16.0
+
+    def check(self):
+        _positive(self, "n_heads", "expand_k", "expand_v", "gate_rank", "gate_norm")
+        for name in ("expand_k", "expand_v"):
+            width = getattr(self, name) * self.d_model
+            if width != int(width) or int(width) % self.n_heads:
+                raise ValueError(f"GLAConfig: {name} * d_model = {width} must be a whole number "
+                                 f"that n_heads={self.n_heads} divides")
+
+
+@dataclass(frozen=True)
+class LRUConfig(MixerConfig):
+    """The Linear Recurrent Unit (Orvieto, Smith, Gu, Fernando, Gulcehre, Pascanu & De, ICML
+    2023): a diagonal complex recurrence x_t = lambda * x_{t-1} + gamma * (B u_t) with d_state
+    modes (0: D), |lambda| initialised uniform on the ring [r_min, r_max] and its phase in
+    [0, max_phase], stable exponential parameterisation and gamma normalisation; output
+    Re(C x_t) + D * u_t, then GELU and a GLU (the paper's block)."""
+
+    mixer: ClassVar[str] = "spt.models.mixers.lru:LRU"
+    kind: ClassVar[str] = "lru"
+
+    d_state: int = 0
+    r_min: float = 0.9
+    r_max: float = 0.999
+    max_phase: float = 6.283
+
+    def check(self):
+        _positive(self, "d_state", allow_zero=True)
+        _positive(self, "max_phase")
+        if not 0.0 <= self.r_min < self.r_max < 1.0:
+            raise ValueError(f"LRUConfig: need 0 <= r_min < r_max < 1, got r_min={self.r_min!r}, "
+                             f"r_max={self.r_max!r}")
+
+
+MIXER_CONFIGS: tuple[type, ...] = (MambaConfig, Mamba2Config, GatedDeltaNetConfig, GLAConfig,
+                                   LRUConfig)

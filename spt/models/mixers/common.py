@@ -1,0 +1,65 @@
+"""Parts the mixers share: a short causal convolution, running a causal core both ways, the gated
+RMSNorm of Mamba-2 and Gated DeltaNet, and the no-weight-decay hint.
+
+Bidirectional mixers (causal=False) keep one input and one output projection and run a causal
+core per direction, the second over each row reversed within its valid length
+(:func:`spt.models.user_layers.reverse_valid`, so right padding stays at the end), and sum them.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from ..user_layers import reverse_valid
+
+
+def no_weight_decay(*params: nn.Parameter) -> None:
+    """Mark parameters (A, dt, decay rates, skip D) as not decayed: the optimiser hint of
+    :mod:`spt.train.optim`, as the mixers' authors exclude them."""
+    for p in params:
+        p._optim = {**getattr(p, "_optim", {}), "weight_decay": 0.0}
+
+
+class ShortConv(nn.Module):
+    """Causal depthwise convolution of `width` taps over (B, L, C) -> (B, L, C), with bias.
+    Output t reads inputs t - width + 1 .. t (zeros before the start)."""
+
+    def __init__(self, channels: int, width: int):
+        super().__init__()
+        self.conv = nn.Conv1d(channels, channels, width, groups=channels, padding=width - 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv(x.transpose(1, 2))[..., :x.shape[1]].transpose(1, 2)
+
+
+def both_ways(cores: nn.ModuleList, u: torch.Tensor, valid: Optional[torch.Tensor]) -> torch.Tensor:
+    """cores[0](u, valid), plus, with a second core, that core over the reversed rows (reversed
+    back): one core is causal, two see both sides. u (B, L, C) -> (B, L, C')."""
+    y = cores[0](u, valid)
+    if len(cores) > 1:
+        y = y + reverse_valid(cores[1](reverse_valid(u, valid), valid), valid)
+    return y
+
+
+def direction_count(causal: bool) -> int:
+    return 1 if causal else 2
+
+
+class GatedRMSNorm(nn.Module):
+    """RMSNorm(y * SiLU(z)) over the last dim (groups of `group` channels), with a learned scale:
+    Mamba-2's and Gated DeltaNet's output norm. y, z (..., C) -> (..., C)."""
+
+    def __init__(self, channels: int, group: Optional[int] = None, eps: float = 1e-5):
+        super().__init__()
+        self.group = group or channels
+        self.weight = nn.Parameter(torch.ones(channels))
+        self.eps = eps
+
+    def forward(self, y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        h = y * F.silu(z)
+        g = h.unflatten(-1, (-1, self.group))
+        g = g * torch.rsqrt(g.pow(2).mean(-1, keepdim=True) + self.eps)
+        return g.flatten(-2) * self.weight
