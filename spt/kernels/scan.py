@@ -3,22 +3,26 @@
     h = linear_scan(a, b)                  # h_t = a_t * h_{t-1} + b_t along dim 1, h_{-1} = h0 or 0
     y = selective_scan(u, delta, A, B, C)  # Mamba's SSM (Gu & Dao 2023, Alg. 2)
 
-Shapes: a, b (batch, L, *rest) -> h (batch, L, *rest). For the selective scan, u and delta are
-(batch, L, D) (delta > 0, after Mamba's softplus), A (D, N) real (negative: a decay), B and C
-(batch, L, N), D (D,), z (batch, L, D) the optional gate; y (batch, L, D):
+Shapes: a, b (batch, L, *rest) -> h (batch, L, *rest), real or complex. For the selective scan, u
+and delta are (batch, L, D) (delta > 0, after Mamba's softplus), A (D, N) real (negative: a decay),
+B and C (batch, L, N), D (D,), z (batch, L, D) the optional gate; y (batch, L, D):
 
     h_t = exp(delta_t A) * h_{t-1} + delta_t B_t u_t,      y_t = C_t . h_t + D u_t  [* silu(z_t)]
 
 (zero-order hold on A, Euler on B, as Mamba's reference and CUDA kernels do).
 
-:func:`linear_scan` is the fast path: a two-level scan with no Python loop over time steps. The
-sequence is cut into chunks of ``chunk`` positions; inside each chunk a doubling (Hillis-Steele)
-scan gives every position's product of a's and its state from a zero start in log2(chunk) tensor
-steps; the same scan over the chunks' last positions gives the state entering each chunk, which
-is then added in, scaled by the product of a's up to each position. Work O(L log chunk), memory a
-few copies of the inputs; autograd differentiates it. :func:`linear_scan_ref` is the loop over
-time written from the recurrence, the reference of the tests (and :func:`selective_scan_ref` the
-loop of Mamba's Alg. 2).
+:func:`linear_scan` is the fast path, with no Python loop over time steps:
+
+- forward: a pairwise (Blelloch-style) scan. Neighbouring steps are composed two by two,
+  (a_o a_e, a_o b_e + b_o), which halves the sequence; the half is scanned the same way, and the
+  even positions are filled in from the odd ones. O(L) work in log2(L) levels of whole-tensor
+  operations; the length is padded to a power of two with identity steps (a = 1, b = 0).
+- backward (:class:`LinearScan`, an autograd Function): the adjoint of a linear recurrence is the
+  same recurrence run backwards, g_t = dL/dh_t + conj(a_{t+1}) g_{t+1}; then dL/db_t = g_t and
+  dL/da_t = g_t conj(h_{t-1}). One more scan, and no graph of the levels is stored.
+
+:func:`linear_scan_ref` is the loop over time written from the recurrence, the reference of the
+tests (and :func:`selective_scan_ref` the loop of Mamba's Alg. 2).
 
 Padding: with ``valid`` (batch, L) bool, padded positions feed nothing into the state (their
 input term is zeroed). With right padding the forward scan's real positions never reach a pad, and
@@ -32,8 +36,6 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-CHUNK = 64
-
 
 def linear_scan_ref(a: torch.Tensor, b: torch.Tensor,
                     h0: Optional[torch.Tensor] = None) -> torch.Tensor:
@@ -46,41 +48,58 @@ def linear_scan_ref(a: torch.Tensor, b: torch.Tensor,
     return torch.stack(out, dim=1)
 
 
-def _doubling_scan(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Inclusive scan along dim 1 in log2(T) steps: (prod_{s<=t} a_s, state at t from zero)."""
-    off = 1
-    while off < a.shape[1]:
-        b = torch.cat([b[:, :off], b[:, off:] + a[:, off:] * b[:, :-off]], dim=1)
-        a = torch.cat([a[:, :off], a[:, off:] * a[:, :-off]], dim=1)
-        off *= 2
-    return a, b
+def _pairwise_scan(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Inclusive scan along dim 1 from a zero state; L a power of two. No autograd."""
+    L = b.shape[1]
+    if L == 1:
+        return b
+    a2, b2 = a.unflatten(1, (L // 2, 2)), b.unflatten(1, (L // 2, 2))
+    a_even, a_odd, b_even, b_odd = a2[:, :, 0], a2[:, :, 1], b2[:, :, 0], b2[:, :, 1]
+    odd = _pairwise_scan(a_odd * a_even, torch.addcmul(b_odd, a_odd, b_even))
+    h = torch.empty_like(b2)
+    h[:, :, 1] = odd
+    h[:, 0, 0] = b_even[:, 0]
+    h[:, 1:, 0] = torch.addcmul(b_even[:, 1:], a_even[:, 1:], odd[:, :-1])
+    return h.flatten(1, 2)
 
 
-def linear_scan(a: torch.Tensor, b: torch.Tensor, h0: Optional[torch.Tensor] = None,
-                chunk: int = CHUNK) -> torch.Tensor:
+def _scan(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """_pairwise_scan at any length (padded with identity steps to a power of two)."""
+    L = b.shape[1]
+    size = 1 << max(L - 1, 0).bit_length()
+    if size != L:
+        pad = (b.shape[0], size - L, *b.shape[2:])
+        a = torch.cat([a, a.new_ones(pad)], dim=1)
+        b = torch.cat([b, b.new_zeros(pad)], dim=1)
+    return _pairwise_scan(a, b)[:, :L]
+
+
+class LinearScan(torch.autograd.Function):
+    """h_t = a_t h_{t-1} + b_t from h_{-1} = 0: the pairwise scan forward, the reversed scan of
+    the adjoint backward (module docstring)."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        h = _scan(a, b)
+        ctx.save_for_backward(a, h)
+        return h
+
+    @staticmethod
+    def backward(ctx, grad_h):
+        a, h = ctx.saved_tensors
+        a_next = torch.cat([a[:, 1:], torch.zeros_like(a[:, :1])], dim=1).conj()
+        g = _scan(a_next.flip(1), grad_h.flip(1)).flip(1)
+        h_prev = torch.cat([torch.zeros_like(h[:, :1]), h[:, :-1]], dim=1)
+        return g * h_prev.conj(), g
+
+
+def linear_scan(a: torch.Tensor, b: torch.Tensor, h0: Optional[torch.Tensor] = None) -> torch.Tensor:
     """h_t = a_t h_{t-1} + b_t along dim 1 (a, b (batch, L, *rest); h0 (batch, *rest) or None)."""
     if a.shape != b.shape:
         raise ValueError(f"linear_scan: a {tuple(a.shape)} and b {tuple(b.shape)} differ in shape")
-    if chunk < 1:
-        raise ValueError(f"linear_scan: chunk must be >= 1, got {chunk}")
-    n_batch, L, rest = b.shape[0], b.shape[1], b.shape[2:]
-    T = min(chunk, L)
-    n = -(-L // T)
-    pad = n * T - L
-    if pad:  # identity steps: a = 1, b = 0
-        a = torch.cat([a, a.new_ones((n_batch, pad, *rest))], dim=1)
-        b = torch.cat([b, b.new_zeros((n_batch, pad, *rest))], dim=1)
-    a = a.reshape(n_batch * n, T, *rest)
-    b = b.reshape(n_batch * n, T, *rest)
-    prod, local = _doubling_scan(a, b)                       # within each chunk, from zero
-    prod = prod.reshape(n_batch, n, T, *rest)
-    local = local.reshape(n_batch, n, T, *rest)
-    if h0 is not None:                                       # the state entering chunk 0
-        local = torch.cat([local[:, :1] + prod[:, :1] * h0[:, None, None], local[:, 1:]], dim=1)
-    _, ends = _doubling_scan(prod[:, :, -1], local[:, :, -1])  # state at each chunk's end
-    entering = torch.cat([torch.zeros_like(ends[:, :1]), ends[:, :-1]], dim=1)
-    h = local + prod * entering[:, :, None]
-    return h.reshape(n_batch, n * T, *rest)[:, :L]
+    if h0 is not None:  # the start state enters as part of the first input
+        b = torch.cat([b[:, :1] + a[:, :1] * h0[:, None], b[:, 1:]], dim=1)
+    return LinearScan.apply(a, b)
 
 
 def _discretise(u, delta, A, B, valid):
@@ -102,14 +121,14 @@ def _readout(h, u, C, D, z):
 def selective_scan(u: torch.Tensor, delta: torch.Tensor, A: torch.Tensor, B: torch.Tensor,
                    C: torch.Tensor, D: Optional[torch.Tensor] = None,
                    z: Optional[torch.Tensor] = None, valid: Optional[torch.Tensor] = None,
-                   reverse: bool = False, chunk: int = CHUNK) -> torch.Tensor:
+                   reverse: bool = False) -> torch.Tensor:
     """Mamba's selective SSM (see the module docstring); ``reverse`` scans from the last position
     to the first (y_t then depends on positions >= t)."""
     dA, dBu = _discretise(u, delta, A, B, valid)
     if reverse:
-        h = linear_scan(dA.flip(1), dBu.flip(1), chunk=chunk).flip(1)
+        h = linear_scan(dA.flip(1), dBu.flip(1)).flip(1)
     else:
-        h = linear_scan(dA, dBu, chunk=chunk)
+        h = linear_scan(dA, dBu)
     return _readout(h, u, C, D, z)
 
 
