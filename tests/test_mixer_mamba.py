@@ -1,22 +1,13 @@
 """Mamba's mixer: the chunked scan against Alg. 2's loop and against mambapy's MambaBlock."""
-import copy
 
 import pytest
 import torch
 from mixer_checks import causal_or_both_ways, padded_batch, padding_safe, same_outputs_and_grads
 
-from spt.kernels import scan
+from spt.models.mixers.common import with_reference
 from spt.models.mixers.mamba import Mamba
 
 D = 16
-
-
-def with_loop_scan(mixer):
-    """A copy of the mixer whose cores run selective_scan_ref (Alg. 2's loop over time)."""
-    ref = copy.deepcopy(mixer)
-    for core in ref.cores:
-        core.scan = scan.selective_scan_ref
-    return ref
 
 
 @pytest.mark.parametrize("causal", [True, False])
@@ -24,7 +15,7 @@ def test_fast_path_equals_reference_padded_both_directions(causal):
     torch.manual_seed(0)
     mixer = Mamba(D, causal=causal, d_state=8)
     x, valid = padded_batch(D)
-    same_outputs_and_grads(mixer, with_loop_scan(mixer), x, valid)
+    same_outputs_and_grads(mixer, with_reference(mixer), x, valid)
 
 
 @pytest.mark.parametrize("causal", [True, False])

@@ -22,7 +22,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ...kernels.library import cuda_kernel
-from ...kernels.scan import selective_scan
+from ...kernels.scan import selective_scan, selective_scan_ref
 from .common import ShortConv, both_ways, direction_count, no_weight_decay
 
 
@@ -40,10 +40,12 @@ def log_uniform_dt(n: int, dt_min: float, dt_max: float) -> torch.Tensor:
 class MambaCore(nn.Module):
     """One direction of a Mamba mixer: conv -> SiLU -> selective SSM. (B, L, E*D) -> (B, L, E*D).
 
-    ``scan`` is the CPU path's function; tests set it to :func:`~spt.kernels.scan.selective_scan_ref`.
+    ``scan`` is the CPU path's function, ``scan_ref`` the loop over time that
+    :func:`~spt.models.mixers.common.with_reference` swaps in.
     """
 
     scan = staticmethod(selective_scan)
+    scan_ref = staticmethod(selective_scan_ref)
 
     def __init__(self, inner: int, d_state: int, d_conv: int, dt_rank: int, dt_min: float,
                  dt_max: float):

@@ -1,11 +1,12 @@
 """The layer stack of a mixer config (:mod:`spt.mixer_config`): pre-norm residual blocks.
 
     x = x + Dropout(mixer(LayerNorm(x) with pads zeroed))          every block
-    x = x + Dropout(SwiGLU(LayerNorm(x)))                         when cfg.mlp_expand > 0
+    x = x + Dropout(SwiGLU(LayerNorm(x)))                         then, when cfg.mlp_expand > 0
     LayerNorm(x)                                                  after the last block
 
-Parameters: ``blocks.<i>.layer.*`` the mixers' (with mlp_expand > 0 mixer and MLP blocks alternate in
-``blocks``: the mixers at even i, the MLPs at odd i), ``norm.*`` the final norm.
+Parameters: ``blocks.<i>.mix.layer.*`` the mixer's, ``blocks.<i>.mix.norm.*`` its norm,
+``blocks.<i>.mlp.*`` the MLP's, ``norm.*`` the final norm. One block per layer, so the explorers'
+per-layer views (:func:`spt.analysis.receptive_field.layer_profiles`) see mixer and MLP together.
 """
 from __future__ import annotations
 
@@ -35,15 +36,26 @@ class SwiGLU(nn.Module):
         return x + self.drop(self.down(F.silu(a) * b))
 
 
+class MixerBlock(nn.Module):
+    """One layer: the mixer's residual block, then the MLP's (None: no MLP). (B, L, D) -> (B, L, D)."""
+
+    def __init__(self, mix: LayerBlock, mlp: Optional[SwiGLU]):
+        super().__init__()
+        self.mix, self.mlp = mix, mlp
+
+    def forward(self, x: torch.Tensor, valid: Optional[torch.Tensor] = None) -> torch.Tensor:
+        x = self.mix(x, valid)
+        return x if self.mlp is None else self.mlp(x, valid)
+
+
 class MixerStack(NormedStack):
     """n_layers blocks of the config's mixer (each followed by a SwiGLU block when mlp_expand > 0),
     then a LayerNorm. forward(x (B, L, D), valid (B, L) bool or None) -> (B, L, D)."""
 
     def __init__(self, cfg):
         cls = import_layer(cfg.layer)
-        blocks = []
-        for _ in range(cfg.n_layers):
-            blocks.append(LayerBlock(build_layer(cls, cfg, cfg.causal), cfg.d_model, cfg.dropout))
-            if cfg.mlp_expand:
-                blocks.append(SwiGLU(cfg.d_model, cfg.mlp_expand, cfg.dropout))
+        blocks = [MixerBlock(LayerBlock(build_layer(cls, cfg, cfg.causal), cfg.d_model, cfg.dropout),
+                             SwiGLU(cfg.d_model, cfg.mlp_expand, cfg.dropout) if cfg.mlp_expand
+                             else None)
+                  for _ in range(cfg.n_layers)]
         super().__init__(blocks, cfg.d_model, cfg.causal)
