@@ -70,6 +70,20 @@ def test_notebook_defaults_are_the_laptop_preset():
         assert (list(want) if isinstance(want, tuple) else want) == got, f.name
 
 
+def test_pretrain_val_all_is_an_int_the_parameter_check_takes(monkeypatch):
+    """"all validation images" is pretrain_val=0 in the notebook (None in the Setup)."""
+    import dataclasses
+
+    from spt.studies import quickstart
+    from spt.studies.parameters import check_parameters
+
+    check_parameters(NOTEBOOK, {"pretrain_val": 0})
+    monkeypatch.setitem(quickstart.SETUPS, "laptop",
+                        dataclasses.replace(quickstart.LAPTOP, pretrain_val=None))
+    assert quickstart.notebook_parameters("laptop")["pretrain_val"] == 0
+    assert "pretrain_val=pretrain_val or None" in NOTEBOOK.read_text()
+
+
 def test_notebook_has_no_definitions_and_documents_every_parameter():
     nb = json.loads(NOTEBOOK.read_text())
     code = [c for c in nb["cells"] if c["cell_type"] == "code"]

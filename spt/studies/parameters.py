@@ -54,9 +54,11 @@ def notebook_parameters(nb: Path) -> dict:
         log.setLevel(level)
 
 
-def check_parameters(nb: Path, params: dict) -> None:
+def check_parameters(nb: Path, params: dict, runs_here: bool = True) -> None:
     """Names, types (the notebook's annotations) and values of `params` (the ones given, not the
-    notebook's defaults) for notebook `nb`; raises ParameterError naming the first wrong one."""
+    notebook's defaults) for notebook `nb`; raises ParameterError naming the first wrong one.
+    runs_here=False (a batch submitted to SLURM from a login node): the device is checked for its
+    form only, not against this machine's GPUs; the compute node checks it again before it runs."""
     nb = Path(nb)
     known = notebook_parameters(nb)
     for name in params:
@@ -68,7 +70,7 @@ def check_parameters(nb: Path, params: dict) -> None:
                 + f"; its parameters: {', '.join(known)} (`papermill --help-notebook {nb}`)")
     for name, value in params.items():
         _check_type(nb.name, name, value, known[name]["inferred_type_name"])
-    _check_values(nb, params)
+    _check_values(nb, params, runs_here)
 
 
 def check_namespace(notebook: str, namespace: dict) -> None:
@@ -100,7 +102,7 @@ def _fail(notebook: str, name: str, takes: str, value: Any) -> None:
     raise ParameterError(f"{notebook}: parameter {name} takes {takes}, got {value!r}")
 
 
-def _check_values(nb: Path, params: dict) -> None:
+def _check_values(nb: Path, params: dict, runs_here: bool = True) -> None:
     """The values no notebook can use, whatever its study: negative counts, seeds that repeat,
     a device this machine lacks; and for a study, its presets, tasks and models."""
     name = nb.name
@@ -119,19 +121,21 @@ def _check_values(nb: Path, params: dict) -> None:
             _fail(name, "seeds", "distinct seeds (a repeated seed would compute the same run "
                                  "twice)", seeds)
     if "device" in params:
-        _check_device(name, params["device"])
+        _check_device(name, params["device"], runs_here)
     study = _study_of(nb)
     if study is not None and any(k in params for k in ("preset", "tasks", "models",
                                                        "data_root")):
         _check_study(name, study, params)
 
 
-def _check_device(notebook: str, device: Any) -> None:
+def _check_device(notebook: str, device: Any, runs_here: bool = True) -> None:
     import torch
 
     device = str(device)
     if not DEVICE.match(device):
         _fail(notebook, "device", "auto, cpu, cuda, cuda:N or mps", device)
+    if not runs_here:
+        return
     if device.startswith("cuda"):
         if not torch.cuda.is_available():
             raise ParameterError(f"{notebook}: parameter device is {device!r}, but this machine "

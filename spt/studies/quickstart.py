@@ -172,6 +172,7 @@ def notebook_parameters(preset: str) -> dict:
     params = {f.name: getattr(setup, f.name) for f in dataclasses.fields(setup)
               if f.name != "progress"}
     params["scratch_lrs"] = list(setup.scratch_lrs)
+    params["pretrain_val"] = setup.pretrain_val or 0  # the notebook's int: 0 means all (None)
     params["seeds"] = list(PRESETS[preset]().seeds)
     if preset == "smoke":  # two tiny cells: faster in this process than in two new workers
         params["workers"] = 1

@@ -250,8 +250,8 @@ def submit_batch(study: str, spec: dict, out_dir, options: dict, *, nb_dir=None,
 
     nb = study_notebook(study, nb_dir)
     runs = batch_runs(spec)
-    for _, params in runs:
-        check_parameters(nb, {**params, "out_dir": ""})
+    for _, params in runs:  # the GPUs are the compute nodes': a login node has none
+        check_parameters(nb, {**params, "out_dir": ""}, runs_here=cluster != "slurm")
     n = min(options.get("tasks", len(runs)), len(runs))
     ex = executor(out_dir, options, cluster)
     jobs = ex.map_array(BatchTask(nb.stem, spec, str(Path(out_dir).resolve()), n, nb_dir),

@@ -47,6 +47,30 @@ def test_options_are_checked_and_converted_before_anything_is_submitted(tmp_path
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without a GPU")
+def test_a_login_node_without_a_gpu_submits_a_cuda_batch(tmp_path, monkeypatch):
+    """device: cuda is checked for its form on the login node, against the GPUs on the nodes."""
+    from spt.studies import slurm
+
+    reached = []
+
+    def no_cluster(out_dir, options, cluster):
+        reached.append(cluster)
+        raise slurm.NoSlurm("no sbatch here")
+
+    monkeypatch.setattr(slurm, "executor", no_cluster)
+    spec = {"fixed": {"device": "cuda"}, "grid": {"seeds": [[0]]}}
+    with pytest.raises(slurm.NoSlurm):
+        submit_batch(STUDY, spec, tmp_path / "out", {"time": 10}, cluster="slurm")
+    assert reached == ["slurm"]
+    # run here (the local executor), the same batch needs a GPU on this machine
+    with pytest.raises(ValueError, match="no CUDA device"):
+        submit_batch(STUDY, spec, tmp_path / "out", {"time": 10}, cluster="local")
+    with pytest.raises(ValueError, match="device takes"):
+        submit_batch(STUDY, {"fixed": {"device": "gpu"}, "grid": {}}, tmp_path / "out",
+                     {"time": 10}, cluster="slurm")
+
+
 def test_the_sbatch_script_for_given_options(tmp_path):
     text = sbatch_script(tmp_path, slurm_options({
         "partition": "gpu", "account": "lab", "qos": "high", "gpus_per_node": 1,
