@@ -7,8 +7,9 @@ causal or bidirectional.
     y_t = Re(C x_t) + D * u_t                            (B, L, D), C (D, N) complex, D (D,) real
     out = GLU(GELU(y)),  GLU(h) = a * sigmoid(b), (a, b) = Linear(D, 2 D)(h)
 
-Initialisation (the paper's Lemma 3.2 and App. A): |lambda| uniform on the ring [r_min, r_max]
-(nu_log = log(-log(r) ), with r^2 uniform on [r_min^2, r_max^2]), phase uniform in [0, max_phase];
+Initialisation (the paper's ring lemma, section 3.2, and App. A): |lambda| uniform on the ring
+[r_min, r_max] (nu_log = log(-log r), r^2 uniform on [r_min^2, r_max^2]), phase uniform in
+[0, max_phase];
 gamma_log = log(sqrt(1 - |lambda|^2)) (the normalisation that keeps the state's variance that of
 the input); B, C Glorot-style complex normals (real and imaginary parts with variance 1 / (2 D)
 for B, 1 / N for C), D standard normal.
@@ -16,9 +17,10 @@ for B, 1 / N for C), D standard normal.
 The recurrence runs on :func:`spt.kernels.scan.linear_scan` over complex tensors (a chunked
 parallel scan, no loop over time). With causal=False (nu, theta, gamma, B, C, D) exist once per
 direction (the second runs over the reversed rows) and the two y's are summed before the GELU;
-the GLU is shared. nu_log, theta_log and gamma_log carry a no-weight-decay hint; the paper also
-trains them with half the learning rate, which spt's optimiser hints (an absolute "lr" only)
-cannot say for every run: a departure, they take the run's learning rate.
+the GLU is shared. nu_log, theta_log and gamma_log carry a no-weight-decay hint. A departure: the
+paper also trains them with a smaller learning rate than the rest (a fixed factor of the base
+rate), which spt's optimiser hints (an absolute "lr" only, :mod:`spt.train.optim`) cannot say for
+every run, so they take the run's learning rate.
 """
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ from .common import both_ways, direction_count, no_weight_decay
 
 def ring_init(n: int, r_min: float, r_max: float, max_phase: float) -> tuple[torch.Tensor, torch.Tensor]:
     """(nu_log, theta_log) (n,) with lambda = exp(-exp(nu_log) + i exp(theta_log)) uniform on the
-    ring r_min <= |lambda| <= r_max, phase in [0, max_phase] (the paper's Lemma 3.2)."""
+    ring r_min <= |lambda| <= r_max, phase in [0, max_phase] (the paper's ring lemma)."""
     u1, u2 = torch.rand(n, dtype=torch.float64), torch.rand(n, dtype=torch.float64)
     nu_log = torch.log(-0.5 * torch.log(u1 * (r_max ** 2 - r_min ** 2) + r_min ** 2))
     theta_log = torch.log(max_phase * u2.clamp(min=1e-12))
