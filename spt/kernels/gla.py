@@ -24,8 +24,8 @@ overflows. The chunks' states come from a scan over chunks (:func:`spt.kernels.s
 
     S_end(n) = diag(exp(G_last)) S_end(n - 1) + sum_s (k_s * exp(G_last - G_s)) v_s^T
 
-Work O(L T K H + L K V H), memory about T * K * H floats per position (the (T, T, K) decays); the
-default chunk keeps it a few dozen copies of q.
+Work O(L T K H + L K V H); memory is dominated by the (T, T, K) decays, T * K * H floats per
+position (T times the size of q), which autograd keeps for the backward.
 
 Padding: with ``valid`` (B, L) bool, a padded position neither decays nor feeds the state (g = 0,
 k = 0 there), so with right padding real positions never depend on the pads (and the reversed
