@@ -1,7 +1,6 @@
 """GLA's mixer and kernel: the chunked form against the loop over time (outputs and gradients,
 padded, chunks that do and don't divide L, gates that forget hard), the mixer both ways against
 its loop path, padding, causality, and a classifier built from GLAConfig."""
-import copy
 
 import pytest
 import torch
@@ -12,6 +11,7 @@ from spt.data.task import TaskSpec
 from spt.kernels.gla import gla, gla_ref
 from spt.mixer_config import GLAConfig
 from spt.model_config import model_config_from_dict, model_config_to_dict
+from spt.models.mixers.common import with_reference
 from spt.models.mixers.gla import GLA
 from spt.models.model import classifier_model
 
@@ -77,20 +77,12 @@ def test_bad_shapes_are_named():
         gla(x["q"], x["k"][..., :2], x["v"], x["g"])
 
 
-def with_loop_scan(mixer):
-    """A copy of the mixer whose cores run gla_ref (the loop over time)."""
-    ref = copy.deepcopy(mixer)
-    for core in ref.cores:
-        core.scan = gla_ref
-    return ref
-
-
 @pytest.mark.parametrize("causal", [True, False])
 def test_fast_path_equals_reference_padded_both_directions(causal):
     torch.manual_seed(0)
     mixer = GLA(D, causal=causal, n_heads=2, gate_rank=4, gate_norm=2.0)
     x, valid = padded_batch(D)
-    same_outputs_and_grads(mixer, with_loop_scan(mixer), x, valid)
+    same_outputs_and_grads(mixer, with_reference(mixer), x, valid)
 
 
 @pytest.mark.parametrize("causal", [True, False])

@@ -23,7 +23,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ...kernels.gla import gla, mask_pads
+from ...kernels.gla import gla, gla_ref, mask_pads
 from ...kernels.library import cuda_kernel
 from .common import both_ways, direction_count
 
@@ -36,6 +36,7 @@ class GLACore(nn.Module):
     """
 
     scan = staticmethod(gla)
+    scan_ref = staticmethod(gla_ref)
 
     def __init__(self, d_model: int, n_heads: int, key_dim: int, value_dim: int, gate_rank: int,
                  gate_norm: float):

@@ -31,7 +31,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ...kernels.scan import linear_scan
+from ...kernels.scan import linear_scan, linear_scan_ref
 from .common import both_ways, direction_count, no_weight_decay
 
 
@@ -52,6 +52,7 @@ class LRUCore(nn.Module):
     """
 
     scan = staticmethod(linear_scan)
+    scan_ref = staticmethod(linear_scan_ref)
 
     def __init__(self, d_model: int, d_state: int, r_min: float, r_max: float, max_phase: float):
         super().__init__()
