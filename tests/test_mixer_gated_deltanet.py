@@ -94,13 +94,17 @@ def test_strong_decay_stays_finite():
     torch.testing.assert_close(o, gated_delta_rule_ref(q, k, v, g * 1e3, beta), atol=1e-5, rtol=1e-4)
 
 
-def test_rule_equals_fla_naive_recurrence():
-    """fla's pure-PyTorch loop (naive_recurrent_gated_delta_rule, argument order q, k, v, beta, g)."""
+def test_rule_equals_fla_naive_forms():
+    """fla's pure-PyTorch loop (naive_recurrent_gated_delta_rule, arguments q, k, v, beta, g) and
+    its chunk form (naive_chunk_gated_delta_rule, arguments q, k, v, g, beta) on the CPU."""
     naive = pytest.importorskip("fla.ops.gated_delta_rule.naive")
     q, k, v, g, beta = rule_inputs()
-    theirs, _ = naive.naive_recurrent_gated_delta_rule(q, k, v, beta, g)
-    torch.testing.assert_close(gated_delta_rule_ref(q, k, v, g, beta), theirs, atol=1e-5, rtol=1e-4)
-    torch.testing.assert_close(gated_delta_rule(q, k, v, g, beta, chunk=16), theirs, atol=1e-5,
+    loop, _ = naive.naive_recurrent_gated_delta_rule(q, k, v, beta, g)
+    chunked, _ = naive.naive_chunk_gated_delta_rule(q, k, v, g, beta, chunk_size=16)
+    ours = gated_delta_rule_ref(q, k, v, g, beta)
+    torch.testing.assert_close(ours, loop, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(ours, chunked, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(gated_delta_rule(q, k, v, g, beta, chunk=16), loop, atol=1e-5,
                                rtol=1e-4)
 
 

@@ -124,9 +124,11 @@ def gated_delta_rule(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch
 
     h = q.new_zeros(B, H, K, v.shape[-1])
     outs = []
-    for c in range(n):  # the state passed across chunks
-        E = U[:, :, c] - W[:, :, c] @ h
-        outs.append(q_in[:, :, c] @ h + scores[:, :, c] @ E)
-        h = gamma_T[:, :, c] * h + k_out[:, :, c].transpose(-1, -2) @ E
+    # unbind (not indexing) per chunk: its backward stacks the chunks' gradients once
+    for U_c, W_c, q_c, s_c, k_c, a_c in zip(*(x.unbind(2) for x in (U, W, q_in, scores, k_out,
+                                                                      gamma_T))):
+        E = U_c - W_c @ h                                                # the state passed across
+        outs.append(q_c @ h + s_c @ E)                                   # chunks
+        h = a_c * h + k_c.transpose(-1, -2) @ E
     o = torch.stack(outs, dim=2)                                         # (B, H, n, T, V)
     return o.movedim(1, 3).flatten(1, 2)[:, :L].to(out_dtype)
