@@ -9,7 +9,7 @@ state S_t (V, K) and q scaled by 1 / sqrt(K):
 
     S_t = S_{t-1} (alpha_t (I - beta_t k_t k_t^T)) + beta_t v_t k_t^T,      o_t = S_t q_t
 
-(paper eq. 10; the state starts at zero).
+(the paper's gated delta rule; the state starts at zero).
 
 The chunked form works on h = S^T (K, V). Write the update as h_t = alpha_t h_{t-1} + k_t e_t^T
 with e_t = beta_t (v_t - alpha_t h_{t-1}^T k_t), the value the step writes. Within a chunk of T
