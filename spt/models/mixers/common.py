@@ -62,16 +62,20 @@ def direction_count(causal: bool) -> int:
 
 class GatedRMSNorm(nn.Module):
     """RMSNorm(y * SiLU(z)) over the last dim (groups of `group` channels), with a learned scale:
-    Mamba-2's and Gated DeltaNet's output norm. y, z (..., C) -> (..., C)."""
+    Mamba-2's output norm; with norm_before_gate=True RMSNorm(y) * SiLU(z), Gated DeltaNet's (fla's
+    FusedRMSNormGated). y, z (..., C) -> (..., C)."""
 
-    def __init__(self, channels: int, group: Optional[int] = None, eps: float = 1e-5):
+    def __init__(self, channels: int, group: Optional[int] = None, eps: float = 1e-5,
+                 norm_before_gate: bool = False):
         super().__init__()
         self.group = group or channels
         self.weight = nn.Parameter(torch.ones(channels))
         self.eps = eps
+        self.norm_before_gate = norm_before_gate
 
     def forward(self, y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
-        h = y * F.silu(z)
+        h = y if self.norm_before_gate else y * F.silu(z)
         g = h.unflatten(-1, (-1, self.group))
         g = g * torch.rsqrt(g.pow(2).mean(-1, keepdim=True) + self.eps)
-        return g.flatten(-2) * self.weight
+        out = g.flatten(-2) * self.weight
+        return out * F.silu(z) if self.norm_before_gate else out
