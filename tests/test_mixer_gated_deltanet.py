@@ -12,6 +12,7 @@ from spt.data.task import TaskSpec
 from spt.kernels.delta_rule import gated_delta_rule, gated_delta_rule_ref
 from spt.mixer_config import GatedDeltaNetConfig
 from spt.model_config import model_config_from_dict, model_config_to_dict
+from spt.models.mixers.common import with_reference
 from spt.models.mixers.gated_deltanet import GatedDeltaNet
 from spt.models.model import classifier_model
 
@@ -116,7 +117,7 @@ def test_kernel_branch_calls_fla_as_its_signature_says(causal, monkeypatch):
     naive = pytest.importorskip("fla.ops.gated_delta_rule.naive")
     torch.manual_seed(0)
     mixer = GatedDeltaNet(D, causal=causal, n_heads=2)
-    ref = with_loop_rule(mixer)
+    ref = with_reference(mixer)
     from spt.models.mixers import gated_deltanet
     asked = []
 
@@ -130,20 +131,12 @@ def test_kernel_branch_calls_fla_as_its_signature_says(causal, monkeypatch):
     assert asked and set(asked) == {"fla.ops.gated_delta_rule:chunk_gated_delta_rule"}
 
 
-def with_loop_rule(mixer):
-    """A copy of the mixer whose cores run gated_delta_rule_ref (the loop over time)."""
-    ref = copy.deepcopy(mixer)
-    for core in ref.cores:
-        core.rule = gated_delta_rule_ref
-    return ref
-
-
 @pytest.mark.parametrize("causal", [True, False])
 def test_fast_path_equals_reference_padded_both_directions(causal):
     torch.manual_seed(0)
     mixer = GatedDeltaNet(D, causal=causal, n_heads=2)
     x, valid = padded_batch(D)
-    same_outputs_and_grads(mixer, with_loop_rule(mixer), x, valid)
+    same_outputs_and_grads(mixer, with_reference(mixer), x, valid)
 
 
 @pytest.mark.parametrize("causal", [True, False])

@@ -150,3 +150,15 @@ def test_fla_chunk_gla_equals_the_loop_on_cuda():
     on_cpu = mixer(u, valid)
     on_cuda = mixer.cuda()(u.cuda(), valid.cuda()).cpu()
     torch.testing.assert_close(on_cuda[valid], on_cpu[valid], atol=2e-3, rtol=2e-2)
+
+
+def test_fla_naive_recurrent_gla_agrees():
+    """fla's own pure-PyTorch recurrence (an outside reference; runs on a CPU with triton)."""
+    naive = pytest.importorskip("fla.ops.gla.naive").naive_recurrent_gla
+    g = torch.Generator().manual_seed(11)
+    q, k = (torch.randn(2, 19, 3, 8, generator=g) for _ in range(2))
+    v = torch.randn(2, 19, 3, 5, generator=g)
+    gk = torch.nn.functional.logsigmoid(torch.randn(2, 19, 3, 8, generator=g)) / 4
+    theirs = naive(q, k, v, gk)
+    theirs = theirs[0] if isinstance(theirs, tuple) else theirs
+    torch.testing.assert_close(gla(q, k, v, gk, chunk=8), theirs, atol=1e-5, rtol=1e-4)

@@ -53,12 +53,19 @@ FRACTION_VALIDATION = ("a GPU saver at small fractions: a run on a fraction f of
                        "data; validating each epoch, Text pretraining at fraction 0.005 would run "
                        "2,857 validations over 2,500 reviews, 22x the examples it trains on")
 
+MIXER_LRS = ("study 13: S4's learning rates are tuned for S4, whose state-space parameters train at "
+             "their own rate; a mixer's supervised runs try a small grid instead "
+             "(spt.studies.modern_architectures.LR_GRID, each a full run, the best on validation "
+             "kept, as C.1.4 does for Text), at the S4 row's batch, schedule and budget")
+
 DEPARTURES: tuple = (
     Departure("patience", PATIENCE, GPU_SAVER, stage="finetune,scratch"),
     Departure("validation", "train10%", TEXT_VALIDATION, task="text"),
     Departure("validation", "train1/7", BIDMC_VALIDATION, task="bidmc_hr,bidmc_rr,bidmc_spo2"),
     Departure("epochs", None, FRACTIONS, study="04", stage="finetune,scratch"),
     Departure("patience", ANY, FRACTION_VALIDATION, study="04", stage="finetune,scratch"),
+    Departure("lr", ANY, MIXER_LRS, study="13", model="mixer,mixer_causal", stage="finetune,scratch"),
+    Departure("lrs", ANY, MIXER_LRS, study="13", model="mixer,mixer_causal", stage="finetune,scratch"),
 )
 
 

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import os
 import re
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
@@ -44,6 +46,7 @@ class LaptopStudy:
     study    : a function returning the Study (imported when the row is regenerated).
     command  : what a reader runs to get the same numbers.
     headline : fn(Dataset) -> the row's "what it showed" text.
+    extra    : fn(Dataset) -> [(title, DataFrame)] shown under the study's table (None: nothing).
     """
 
     label: str
@@ -51,6 +54,7 @@ class LaptopStudy:
     study: Callable
     command: str
     headline: Callable[[xr.Dataset], str]
+    extra: Optional[Callable] = None
 
 
 def _pct(v) -> float:
@@ -100,6 +104,33 @@ def kernel_headline(ds: xr.Dataset) -> str:
         f"{float(ratio.sel(lag=lag)):.2f} at lag {lag}" for lag in lags)
 
 
+def modern_headline(ds: xr.Dataset) -> str:
+    """Study 13: per task, each model's masked-SPT gain over scratch paired by seed (mean and 95%
+    interval), and the order of the models from scratch and after SPT."""
+    from ..results import format_gain, paired_gain
+
+    acc = ds["test_accuracy"] * 100
+    parts = []
+    for task in [str(t) for t in acc.task.values]:
+        a = acc.sel(task=task)
+        models = [str(m) for m in a.model.values
+                  if bool(a.sel(model=m, init="scratch").notnull().all())
+                  and bool(a.sel(model=m, init="masked").notnull().all())]
+        gains = [f"{m} " + format_gain(paired_gain(a.sel(model=m, init="masked"),
+                                                   a.sel(model=m, init="scratch")))
+                 for m in models]
+        order = lambda init: " > ".join(sorted(models, key=lambda m: -float(  # noqa: E731
+            a.sel(model=m, init=init).mean())))
+        parts.append(f"{task}: SPT gain {', '.join(gains)}; scratch order {order('scratch')}, "
+                     f"after SPT {order('masked')}")
+    return ". ".join(parts)
+
+
+def modern_extra(ds: xr.Dataset) -> list:
+    from .modern_architectures import rankings
+    return [("The models ranked from scratch and after masked SPT (1 = best)", rankings(ds))]
+
+
 def _study(module: str) -> Callable:
     def load():
         import importlib
@@ -118,6 +149,9 @@ STUDIES = (
                 "`spt study run 04_data_scales --preset laptop` (3 seeds)", arms_headline),
     LaptopStudy("06 Fig. 4", "06_kernel_decay", _study("kernel_decay"),
                 "`spt study run 06_kernel_decay --preset laptop` (3 seeds)", kernel_headline),
+    LaptopStudy("13 today's mixers", "13_modern_architectures", _study("modern_architectures"),
+                "`spt study run 13_modern_architectures --preset laptop -p workers 2` (3 seeds)",
+                modern_headline, modern_extra),
 )
 
 
@@ -143,16 +177,21 @@ def commit() -> str:
     return head + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
-def section(entry: LaptopStudy, ds: xr.Dataset, table, rev: str, date: str, doc: str) -> str:
+def section(entry: LaptopStudy, ds: xr.Dataset, table, rev: str, date: str, doc: str,
+            wall: str = "") -> str:
     """The docs section of one study: its summary row (a comment the file's table is built from),
-    then when, how, the headline and the study's table."""
+    then when, how (and how long the command took, `wall`), the headline, the study's table and
+    its extras."""
     row = f"| {entry.label} | {entry.command} | {entry.headline(ds)} | {rev} | {date} | `{doc}` |"
     per_seed = ""
     if "test_accuracy" in ds and "seed" in ds["test_accuracy"].dims:
         seeds = (ds["test_accuracy"] * 100).to_series().unstack("seed")
         per_seed = f"\n\nTest accuracy (%) per seed:\n\n{markdown_table(seeds)}"
+    extras = "".join(f"\n\n{title}:\n\n{markdown_table(df)}"
+                     for title, df in (entry.extra(ds) if entry.extra else []))
     return (f"## {entry.name}\n\n<!-- row: {row} -->\n\nRun on commit {rev}, {date}: "
-            f"{entry.command}.\n\n{entry.headline(ds)}.\n\n{markdown_table(table)}{per_seed}\n")
+            f"{entry.command}{wall}.\n\n{entry.headline(ds)}.\n\n{markdown_table(table)}"
+            f"{extras}{per_seed}\n")
 
 
 def read_sections(text: str) -> dict:
@@ -204,9 +243,12 @@ def regenerate(names: Optional[list] = None, out_dir="results", docs: Path = ROO
     run = run or (lambda study, out, w: study.run("laptop", out, workers=w))
     for entry in chosen:
         study = entry.study()
+        start = time.monotonic()
         ds = run(study, out_dir, workers)
+        wall = (f" (this command: {(time.monotonic() - start) / 60:.1f} min on {os.cpu_count()} "
+                f"cores, cells already in {out_dir} reused)")
         sections[entry.name] = section(entry, ds, study.table(ds), rev, date,
-                                       docs.relative_to(docs.parents[1]).as_posix())
+                                       docs.relative_to(docs.parents[1]).as_posix(), wall)
         docs.write_text(docs_text(sections), encoding="utf-8")  # each study kept as it finishes
     table = summary_table(sections)
     readme.write_text(replace_block(readme_text, table, readme), encoding="utf-8")

@@ -40,6 +40,12 @@ def _count(cfg, d_input: int, num_classes: int) -> int:
     return count_parameters(classifier_model(cfg, spec))
 
 
+def count_parameters_of(cfg, d_input: int = 1, num_classes: int = 10) -> int:
+    """Parameters of `cfg`'s classifier for a continuous input of d_input channels and
+    num_classes classes (cached: configs are frozen)."""
+    return _count(cfg, d_input, num_classes)
+
+
 def resize(cfg, d: int):
     if isinstance(cfg, TransformerConfig):
         return replace(cfg, d_model=d, d_ff=d * cfg.d_ff // cfg.d_model)

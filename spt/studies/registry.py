@@ -3,7 +3,8 @@
     STUDIES["02_transformers_vs_s4"].run("smoke", "results")
     study("00_quickstart")          # the quickstart too (it has no paper preset)
 
-STUDIES holds the paper's studies (notebooks 01-09); :func:`study` also knows the quickstart.
+STUDIES holds the paper's studies (notebooks 01-09) and study 13 (today's mixers under the
+paper's protocol); :func:`study` also knows the quickstart.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from . import (
     lra_transformers,
     modalities,
     model_scales,
+    modern_architectures,
     quickstart,
     text_corpus,
     transformers_vs_s4,
@@ -26,7 +28,7 @@ from .study import Study
 
 STUDIES: dict[str, Study] = {m.STUDY.name: m.STUDY for m in (
     lra_transformers, transformers_vs_s4, explicit_priors, data_scales, text_corpus, kernel_decay,
-    modalities, compute_tied, model_scales)}
+    modalities, compute_tied, model_scales, modern_architectures)}
 QUICKSTART: Study = quickstart.STUDY
 
 

@@ -44,6 +44,23 @@ def default_smoke_root() -> Path:
         f"smoke-data-v{VERSION}"
 
 
+# the laptop presets' generated ListOps (study 13): the smoke knobs, more examples
+LAPTOP_LISTOPS_SPLITS = (1000, 200, 500)
+
+
+def laptop_listops(root=None) -> TaskRef:
+    """Generated ListOps for the laptop presets (LAPTOP_LISTOPS_SPLITS, the smoke knobs: depth <= 3,
+    10-100 symbols, read at 128 tokens), written once under `root` (default: next to the smoke
+    data, laptop-listops-v1)."""
+    root = Path(root) if root is not None else default_smoke_root().parent / "laptop-listops-v1"
+    folder = root / LISTOPS_FOLDER
+    if not (folder / "basic_test.tsv").is_file():
+        print(f"spt: writing the laptop presets' ListOps once into {root} (seconds)", file=sys.stderr)
+        n_train, n_val, n_test = LAPTOP_LISTOPS_SPLITS
+        write_listops(folder, n_train, n_val, n_test, seed=1, force=True, **LISTOPS_KNOBS)
+    return TaskRef("listops", root=str(root), options=(("seq_len", 128),))
+
+
 def smoke_data_root(root=None) -> Path:
     """A data root holding generated ListOps and Pathfinder-32 (written on first use)."""
     root = Path(root) if root is not None else default_smoke_root()
@@ -108,8 +125,10 @@ def shrink(model, **sizes):
     """The paper's model reduced to smoke size, keeping its kind, positions, pooling, causality."""
     if isinstance(model, SSMConfig):
         base = dict(d_model=16, n_layers=2, d_state=8 if model.kind != "dlr" else 16)
-    else:
-        base = dict(d_model=32, n_layers=2, n_heads=2, d_ff=64)
+    else:  # the Transformer's sizes, or a mixer's (which has no heads or d_ff of its own)
+        fields = {f.name for f in dataclasses.fields(model)}
+        base = {k: v for k, v in dict(d_model=32, n_layers=2, n_heads=2, d_ff=64).items()
+                if k in fields}
     base.update(sizes)
     if getattr(model, "n_ssm", None):  # shared (A, B) copies that still divide the width
         base["n_ssm"] = math.gcd(model.n_ssm, base["d_model"])

@@ -107,6 +107,7 @@ class Study:
     presets  : {preset name: fn(data_root) -> GridPreset} ("smoke", "laptop", "paper", ...).
     make_table : fn(Dataset) -> DataFrame: our results beside the paper's.
     takes_models : whether your models (``models=``) can run beside the preset's own.
+    models_like : the preset's model whose arms yours copy ("": its first model).
     preset_from : fn(obj) -> GridPreset for presets given as objects (the quickstart's Setup).
     notebook_preset : for a notebook whose parameters are a preset's settings rather than a
                `preset` name (the quickstart's): fn(preset name) -> those parameters, what
@@ -122,6 +123,7 @@ class Study:
     presets: dict
     make_table: Callable
     takes_models: bool = False
+    models_like: str = ""
     preset_from: Optional[Callable] = None
     notebook_preset: Optional[Callable] = None
     finish: Optional[Callable] = None
@@ -160,7 +162,7 @@ class Study:
                 raise ValueError(f"study {self.name} does not take your models (models=); "
                                  f"`spt study list` marks the studies that do")
             from .yours import with_models
-            p = with_models(p, models, self.name)
+            p = with_models(p, models, self.name, like=self.models_like or None)
         return p
 
     def cells(self, preset="smoke", *, data_root=None, seeds: Optional[Sequence[int]] = None,

@@ -27,6 +27,7 @@ CHEAP = {
     "07_additional_modalities": "task=scifar model=s4 init=spt",
     "08_compute_tied": "task=image model=transformer spt_share=0.2",
     "09_model_scales": "model=s4 size=100000.0 init=spt",
+    "13_modern_architectures": "task=image model=lru init=masked",
 }
 
 

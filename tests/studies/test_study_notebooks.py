@@ -21,6 +21,7 @@ DIMS = {
     "07_additional_modalities": {"task", "model", "init", "seed"},
     "08_compute_tied": {"task", "model", "spt_share", "seed"},
     "09_model_scales": {"model", "size", "init", "seed"},
+    "13_modern_architectures": {"task", "model", "init", "seed"},
 }
 STUDIES = list(DIMS)
 

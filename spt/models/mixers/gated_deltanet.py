@@ -27,7 +27,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ...kernels.delta_rule import gated_delta_rule
+from ...kernels.delta_rule import gated_delta_rule, gated_delta_rule_ref
 from ...kernels.library import cuda_kernel
 from .common import GatedRMSNorm, ShortConv, both_ways, direction_count, no_weight_decay
 from .mamba import inverse_softplus, log_uniform_dt
@@ -42,11 +42,12 @@ class GatedDeltaNetCore(nn.Module):
     """One direction: convs -> SiLU -> L2 norm, beta and the decay, the gated delta rule.
     forward(u (B, L, H*K + H*K + H*V + D): q, k, v before their convs and x, valid) -> (B, L, H, V).
 
-    ``rule`` is the CPU path's function; tests set it to
-    :func:`~spt.kernels.delta_rule.gated_delta_rule_ref`.
+    ``scan`` is the CPU path's function, ``scan_ref`` the loop over time that
+    :func:`~spt.models.mixers.common.with_reference` swaps in.
     """
 
-    rule = staticmethod(gated_delta_rule)
+    scan = staticmethod(gated_delta_rule)
+    scan_ref = staticmethod(gated_delta_rule_ref)
 
     def __init__(self, d_model: int, n_heads: int, head_k: int, head_v: int, d_conv: int):
         super().__init__()
@@ -74,7 +75,7 @@ class GatedDeltaNetCore(nn.Module):
             o, _ = fast(q=q, k=k, v=v, g=g, beta=beta, scale=q.shape[-1] ** -0.5,
                         output_final_state=False)
             return o
-        return self.rule(q, k, v, g, beta, valid)
+        return self.scan(q, k, v, g, beta, valid)
 
 
 class GatedDeltaNet(nn.Module):

@@ -1,0 +1,265 @@
+"""Study 13 — today's architectures under the paper's protocol: Mamba, Mamba-2, Gated DeltaNet,
+GLA and LRU, each trained from scratch vs. self-pretrained (masked, and causal), beside the rotary
+Transformer and S4 of Table 2. Not a study of the paper: it asks the paper's question of the
+layers that came after it (are selective and gated recurrent layers weak at long range, or only
+badly initialised?).
+
+Grid: task x model x init x seed; model in MODELS, init in {"scratch", "masked", "causal"}
+("causal" for the recurrent mixers only: the paper has no rotary causal LRA rows, and S4's rows are
+bidirectional).
+
+The paper preset gives every mixer the S4 row's protocol on each LRA task (spt.paper.table5):
+its depth, dropout, pooling, head, weight decay, batch sizes, warmups, schedules, epochs and
+budgets, from scratch (the final S4 runs' settings) and with masked SPT (its SPT settings). Two
+things differ, both stated in spt.studies.departures:
+- width: each mixer is as wide as makes its classifier's parameter count closest to the S4 row's
+  (:func:`mixer_model`), so no layer wins by size;
+- learning rate: S4's rates are tuned for S4 (its state-space parameters train at their own rate);
+  a mixer's supervised runs try LR_GRID (each a full run, the best on validation kept, as C.1.4
+  does for Text) and its pretraining takes the S4 row's rate.
+"""
+from __future__ import annotations
+
+import dataclasses
+from functools import lru_cache
+
+import xarray as xr
+
+from ..config import ObjectiveConfig, replace
+from ..mixer_config import GatedDeltaNetConfig, GLAConfig, LRUConfig, Mamba2Config, MambaConfig
+from ..paper import ssm_row, transformer_row
+from ..paper.results import TABLE2
+from .arms import Arm
+from .job import Entry, GridPreset
+from .lra_transformers import task_ref
+from .model_scales import count_parameters_of, width_for_params
+from .paper_arms import scratch_arm, spt_arm
+from .smoke import smoke_arm, smoke_digits
+from .study import Study, need_root
+from .tables import compare_table, spt_gains, with_gains, with_your_models
+
+NAME = "13_modern_architectures"
+TASKS = ("listops", "text", "retrieval", "image", "pathfinder", "pathx")
+
+# Each mixer at its authors' default shape; the width and depth are set per task. Mamba and
+# Mamba-2 blocks are mixer-only (their papers' design); GLA's and Gated DeltaNet's papers follow
+# every mixer with a SwiGLU MLP; LRU's block ends in its own GLU.
+MIXERS = {
+    "mamba": MambaConfig(),
+    "mamba2": Mamba2Config(),
+    "gated_deltanet": GatedDeltaNetConfig(mlp_expand=2),
+    "gla": GLAConfig(mlp_expand=2),
+    "lru": LRUConfig(),
+}
+MODELS = ("transformer", "s4", *MIXERS)
+
+# The supervised runs' learning rates per mixer (scratch and finetuning alike). Their papers train
+# at 1e-3 to 4e-3 (language modelling) and 1e-3 to 4e-3 (LRU on LRA); the grid spans that range
+# below and above, for the smaller batches of the LRA runs.
+LR_GRID = {name: (5e-4, 1e-3, 2e-3) for name in MIXERS}
+MIXER_NOTE = ("study 13 (not in the paper): the mixer takes the S4 row's depth, dropout, pooling, "
+              "head and training settings, a width that matches S4's parameter count, and the lr "
+              "grid LR_GRID for its supervised runs")
+CAUSAL_NOTE = ("causal SPT: the same mixer made causal, pretrained on next-token prediction with "
+               "the S4 row's SPT settings, and finetuned causal")
+
+
+@lru_cache(maxsize=None)
+def s4_size(task: str) -> int:
+    """Parameters of the S4 row's classifier on `task` (continuous input, 10 classes: the encoder
+    and head are sized alike for every model, so the layer stacks decide the difference)."""
+    return count_parameters_of(ssm_row(task, "s4").model)
+
+
+def mixer_model(name: str, task: str):
+    """MIXERS[name] with the S4 row's depth, dropout, pooling, head and length on `task`, at the
+    width (a multiple of 16) whose parameter count is closest to the S4 row's."""
+    s4 = ssm_row(task, "s4").model
+    base = replace(MIXERS[name], n_layers=s4.n_layers, dropout=s4.dropout, pooling=s4.pooling,
+                   head=s4.head, max_len=s4.max_len, d_model=16)
+    return width_for_params(base, s4_size(task), step=16)[0]
+
+
+def mixer_arms(name: str, task: str) -> dict:
+    """{init: Arm} of one mixer on one LRA task (the module docstring's protocol)."""
+    s4 = ssm_row(task, "s4")
+    model, grid = mixer_model(name, task), LR_GRID[name]
+    row = ("mixer", task)
+    scratch = Arm(model=model, train=replace(s4.scratch, lr=grid[0]), lr_grid=grid, row=row,
+                  note=MIXER_NOTE)
+    masked = Arm(model=model, objective=s4.objective, pretrain=s4.pretrain,
+                 train=replace(s4.finetune, lr=grid[0]), lr_grid=grid, row=row, note=MIXER_NOTE)
+    causal = dataclasses.replace(
+        masked, model=replace(model, causal=True), row=("mixer_causal", task), note=CAUSAL_NOTE,
+        objective=ObjectiveConfig(kind="causal", loss=s4.objective.loss))
+    return {"scratch": scratch, "masked": masked, "causal": causal}
+
+
+def paper_arms(task: str) -> dict:
+    """{(model, init): Arm} on `task`: Table 2's rotary Transformer and S4 (study 02's arms) and
+    every mixer's three."""
+    t, s = transformer_row(task, "rotary_masked"), ssm_row(task, "s4")
+    arms = {("transformer", "scratch"): scratch_arm(t), ("transformer", "masked"): spt_arm(t),
+            ("s4", "scratch"): scratch_arm(s), ("s4", "masked"): spt_arm(s)}
+    for name in MIXERS:
+        arms.update({(name, i): a for i, a in mixer_arms(name, task).items()})
+    return arms
+
+
+def paper(data_root=None) -> GridPreset:
+    root = need_root(data_root, NAME)
+    entries = tuple(Entry((("task", t), ("model", m), ("init", i)), task_ref(t, root), arm)
+                    for t in TASKS for (m, i), arm in paper_arms(t).items())
+    return GridPreset("paper", entries, seeds=(0, 1, 2), note=(
+        "LRA data; Table 2's rotary Transformer and S4, and each mixer with the S4 row's protocol "
+        "at S4's parameter count, scratch vs. masked and causal SPT"))
+
+
+SMOKE_EXAMPLES = 32
+
+
+def smoke(data_root=None) -> GridPreset:
+    """Every model and init at smoke size on SMOKE_EXAMPLES 8x8 digits per split (the Image row's
+    protocol shrunk): 38 stages in about a minute of a CPU."""
+    ref = dataclasses.replace(smoke_digits(), limit=SMOKE_EXAMPLES)
+    entries = []
+    for (m, i), arm in paper_arms("image").items():
+        sizes = dict(d_model=16, n_layers=1) if m in MIXERS else {}
+        arm = dataclasses.replace(arm, lr_grid=()) if m in MIXERS else arm
+        entries.append(Entry((("task", "digits"), ("model", m), ("init", i)), ref,
+                             smoke_arm(arm, 64, epochs=1, **sizes)))
+    return GridPreset("smoke", tuple(entries), seeds=(0,), note=(
+        f"CPU smoke run: every model at d <= 32, one epoch per stage, {SMOKE_EXAMPLES} digits 8x8 "
+        f"per split; checks the pipeline, not the finding"))
+
+
+# ------------------------------------------------------------------------------ laptop preset
+# Two tasks a 2-core CPU trains in minutes: 100 labelled digits as 64 pixel tokens (the quickstart's
+# task, LRA Image's encoding) and generated ListOps at 128 tokens (1,000 training expressions).
+# Every model at the laptop S4's parameter count (a d=48 x 2 S4, N = 32; the mixers' widths are
+# sized to it as in the paper preset, the Transformer at d=48 x 2); one lr per stage for all
+# models (no grid: the grid would triple the time), the same budgets for every model.
+LAPTOP_D, LAPTOP_LAYERS = 48, 2
+LAPTOP_SEEDS = (0, 1, 2)
+LAPTOP_LR = dict(pretrain=2e-3, supervised=1e-3)
+# task: (pretraining steps, its validation interval in epochs, supervised max epochs, patience,
+#        supervised validation interval in epochs, mask ratio)
+LAPTOP_BUDGETS = {"digits": (500, 10, 100, 30, 5, 0.5), "listops": (500, 1, 12, 4, 1, 0.1)}
+LAPTOP_NOTE = ("laptop preset: digits 8x8 as pixel tokens and generated ListOps stand in for the "
+               "LRA tasks; every model at the parameter count of a d=48 x 2 S4, one lr per stage, "
+               "the same budgets for all")
+
+
+def laptop_s4(seq_len: int):
+    from .laptop import ssm
+    return replace(ssm(ssm_row("image", "s4").model, seq_len, d_state=32), d_model=LAPTOP_D,
+                   n_layers=LAPTOP_LAYERS)
+
+
+def laptop_models(seq_len: int) -> dict:
+    """{model: config} of the laptop preset at sequence length seq_len."""
+    from ..config import TransformerConfig
+    s4 = laptop_s4(seq_len)
+    target = count_parameters_of(s4)
+    out = {"transformer": TransformerConfig(d_model=LAPTOP_D, n_layers=LAPTOP_LAYERS, n_heads=4,
+                                            d_ff=2 * LAPTOP_D, dropout=0.1, positions="rotary",
+                                            max_len=seq_len),
+           "s4": s4}
+    for name, cfg in MIXERS.items():
+        base = replace(cfg, n_layers=LAPTOP_LAYERS, dropout=0.1, max_len=seq_len, d_model=16)
+        out[name] = width_for_params(base, target, step=16)[0]
+    return out
+
+
+def laptop_arms(task: str, seq_len: int, loss: str) -> dict:
+    """{(model, init): Arm}: scratch and masked SPT of every laptop model on one task."""
+    from ..config import TrainConfig
+    steps, pt_every, epochs, patience, every, ratio = LAPTOP_BUDGETS[task]
+    pretrain = TrainConfig(lr=LAPTOP_LR["pretrain"], batch_size=16, epochs=10**6, max_steps=steps,
+                           warmup_steps=50, eval_every=pt_every, progress=False)
+    supervised = TrainConfig(lr=LAPTOP_LR["supervised"], batch_size=16, epochs=epochs,
+                             patience=patience, warmup_steps=20, schedule="constant",
+                             eval_every=every, progress=False)
+    objective = ObjectiveConfig(kind="masked", mask_ratio=ratio, loss=loss)
+    arms = {}
+    for name, model in laptop_models(seq_len).items():
+        arms[(name, "scratch")] = Arm(model=model, train=supervised, note=LAPTOP_NOTE)
+        arms[(name, "masked")] = Arm(model=model, objective=objective, pretrain=pretrain,
+                                     train=supervised, pretrain_val=100, note=LAPTOP_NOTE)
+    return arms
+
+
+def laptop(data_root=None) -> GridPreset:
+    from .quickstart import LAPTOP
+    from .smoke import laptop_listops
+    tasks = (("digits", LAPTOP.task(), 64, "ce"), ("listops", laptop_listops(), 128, "ce"))
+    entries = tuple(Entry((("task", t), ("model", m), ("init", i)), ref, arm)
+                    for t, ref, L, loss in tasks for (m, i), arm in laptop_arms(t, L, loss).items())
+    return GridPreset("laptop", entries, seeds=LAPTOP_SEEDS, note=(
+        "2-core CPU: 100 digits as 64 pixel tokens and generated ListOps (1,000 expressions, 128 "
+        "tokens); every model at a d=48 x 2 S4's parameter count; scratch vs. masked SPT, one lr "
+        "per stage, 3 seeds"))
+
+
+PRESETS = {"smoke": smoke, "laptop": laptop, "paper": paper}
+
+
+def sizes(tasks=TASKS):
+    """A DataFrame: each mixer's width and parameter count per LRA task beside the S4 row's
+    (the paper preset's sizing; classifiers on a 1-channel input with 10 classes)."""
+    import pandas as pd
+
+    rows = {"s4": {t: f"{s4_size(t):,} (d={ssm_row(t, 's4').model.d_model})" for t in tasks}}
+    for name in MIXERS:
+        rows[name] = {}
+        for t in tasks:
+            m = mixer_model(name, t)
+            rows[name][t] = f"{count_parameters_of(m):,} (d={m.d_model})"
+    return pd.DataFrame(rows).T
+
+
+def rankings(ds: xr.Dataset, metric: str = "test_accuracy"):
+    """A DataFrame per task: the models ranked by mean `metric` trained from scratch, beside their
+    ranking after masked SPT (1 = best), with both means. Models without both inits are left out."""
+    import pandas as pd
+
+    mean = ds[metric].mean("seed") * 100
+    frames = []
+    for task in [str(t) for t in ds.task.values]:
+        both = [str(m) for m in ds.model.values
+                if all(bool(mean.sel(task=task, model=m, init=i).notnull())
+                       for i in ("scratch", "masked"))]
+        scratch = {m: float(mean.sel(task=task, model=m, init="scratch")) for m in both}
+        spt = {m: float(mean.sel(task=task, model=m, init="masked")) for m in both}
+        rank = lambda d: {m: r + 1 for r, m in enumerate(sorted(d, key=d.get, reverse=True))}  # noqa: E731
+        rs, rp = rank(scratch), rank(spt)
+        frames.append(pd.DataFrame({"task": task, "model": both,
+                                    "scratch": [round(scratch[m], 1) for m in both],
+                                    "rank scratch": [rs[m] for m in both],
+                                    "masked SPT": [round(spt[m], 1) for m in both],
+                                    "rank SPT": [rp[m] for m in both]}))
+    return pd.concat(frames).set_index(["task", "model"]).sort_values(["task", "rank scratch"])
+
+
+def table(ds: xr.Dataset):
+    """Mean test accuracy (%) per model x init x task (Table 2's rows beside ours for the
+    Transformer and S4), then each model's SPT gains over scratch paired by seed."""
+    rows = [("Transformer + Rotary", {"model": "transformer", "init": "scratch"},
+             "Transformers + Rotary"),
+            ("Transformer + Rotary + Masked SPT", {"model": "transformer", "init": "masked"},
+             "Transformers + Rotary + Masked SPT"),
+            ("S4", {"model": "s4", "init": "scratch"}, "S4"),
+            ("S4 + Masked SPT", {"model": "s4", "init": "masked"}, "S4 + Masked SPT")]
+    models = [str(m) for m in ds.model.values]
+    inits = [str(i) for i in ds.init.values]
+    for m in [m for m in models if m not in ("transformer", "s4")]:
+        rows += [(f"{m} ({i})", {"model": m, "init": i}, None) for i in inits]
+    rows = with_your_models(ds, rows, "transformer")
+    pairs = [(f"{i} SPT - scratch", i, "scratch") for i in ("masked", "causal") if i in inits]
+    return with_gains(compare_table(ds, rows, TABLE2), spt_gains(ds, pairs))
+
+
+STUDY = Study(NAME, "Today's mixers (Mamba, Mamba-2, Gated DeltaNet, GLA, LRU) beside the rotary "
+              "Transformer and S4: scratch vs. masked and causal SPT",
+              ("task", "model", "init", "seed"), PRESETS, table, takes_models=True,
+              models_like="mamba")
