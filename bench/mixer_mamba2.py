@@ -7,6 +7,8 @@ One measurement: Mamba2(d_model) (causal and two-way), y = mixer(x) for x (batch
 backward of a random projection of y. "fast" runs spt.kernels.ssd.ssd (the block decomposition),
 "ref" the same weights through ssd_ref (the recurrence, one step at a time). Time is the median of
 --repeat calls after one warm-up call, in this process; the ratio is ref / fast from the same run.
+On a machine shared with other jobs, OMP_NUM_THREADS=1 gives steadier numbers than oversubscribed
+threads.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Mamba-2's state space duality (SSD) layer: a recurrence with one scalar decay per head, computed
 in chunks (Dao & Gu 2024, "Transformers are SSMs", Sec. 6, the block decomposition).
 
-    y = ssd(x, dt, A, B, C, D)             # chunked: masked attention in chunks, a scan across
+    y = ssd(x, dt, A, B, C, D)             # chunked: masked attention in and across chunks
     y = ssd_ref(x, dt, A, B, C, D)         # reference: the recurrence, one time step at a time
 
 Shapes: x (batch, L, H, P) (H heads of P channels), dt (batch, L, H) (> 0, after softplus), A (H,)
@@ -15,14 +15,16 @@ Unrolled, y_t = sum_{s<=t} (C_t . B_s) exp(sum_{s<r<=t} dt_r A) dt_s x_s + D x_t
 positions and splits that sum in two (the paper's Fig. 5):
 
     inside a chunk   : the masked attention, (C_t . B_s) * exp(segsum(dt A)[t, s]) * dt_s, T x T
-    across chunks    : each chunk's final state from its own inputs, a linear scan over the chunks
-                       (:func:`spt.kernels.scan.linear_scan`) for the state entering each chunk,
-                       read out by C_t after the decay from the chunk's start to t
+    across chunks    : each chunk's final state from its own inputs; the state entering chunk c
+                       is the same masked sum one level up, over the earlier chunks' states with
+                       exp(segment sums of the chunks' whole log decays); C_t reads it out after
+                       the decay from the chunk's start to t
 
-No Python loop over time steps or chunks; work O(L (T (N + H P) + H P N)), memory a few copies of
-the inputs plus (L / T) chunk states and the (batch, L / T, H, T, T) masks. Decays are exponentials
-of segment sums of log decays dt A <= 0, with -inf above the diagonal, so no exponential of a large
-positive number appears in the forward pass or its gradient.
+No Python loop over time steps or chunks. Work O(L T (N + H P)) inside the chunks and
+O((L / T)^2 H P N) across them; memory a few copies of the inputs plus the (batch, L / T, H, P, N)
+chunk states and the (batch, L / T, H, T, T) masks. Decays are exponentials of segment sums of log
+decays dt A <= 0, with -inf above the diagonal, so no exponential of a large positive number
+appears in the forward pass or its gradient.
 
 Padding: with ``valid`` (batch, L) bool, padded positions feed nothing into the state (their
 dt x B term is zeroed), as in :mod:`spt.kernels.scan`.
@@ -35,6 +37,8 @@ import torch
 import torch.nn.functional as F
 
 CHUNK = 128
+"""T: on CPU at L = 16K, H P = 128, N = 64, 128 beat 64 and 256 (fewer chunks to pass states
+across against smaller masks)."""
 
 
 def _check(x, dt, A, B, C, D, valid):
@@ -60,12 +64,11 @@ def segsum(a: torch.Tensor) -> torch.Tensor:
     for s <= t (0 on the diagonal) and -inf above it. Each entry is its own cumulative sum (no
     difference of two long sums), so exp of it is a product of decays, exactly 0 where s > t."""
     T = a.shape[-1]
-    below = torch.ones(T, T, dtype=torch.bool, device=a.device).tril(-1)
-    terms = a[..., :, None].expand(*a.shape, T).masked_fill(~below, 0.0)   # [r, s] = a_r if r > s
+    strictly_below = torch.ones(T, T, dtype=torch.bool, device=a.device).tril(-1)
+    terms = a[..., :, None].expand(*a.shape, T).masked_fill(~strictly_below, 0.0)  # [r, s]: a_r, r > s
     sums = terms.cumsum(dim=-2)
-    return sums.masked_fill(~below.logical_or(torch.eye(T, dtype=torch.bool, device=a.device)),
+    return sums.masked_fill(~strictly_below.logical_or(torch.eye(T, dtype=torch.bool, device=a.device)),
                             float("-inf"))
-
 
 def ssd(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor,
         D: Optional[torch.Tensor] = None, valid: Optional[torch.Tensor] = None,
