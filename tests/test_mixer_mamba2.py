@@ -11,6 +11,7 @@ from spt.data.task import TaskSpec
 from spt.kernels.ssd import ssd, ssd_ref
 from spt.mixer_config import Mamba2Config
 from spt.model_config import model_config_from_dict, model_config_to_dict
+from spt.models.mixers.common import with_reference
 from spt.models.mixers.mamba2 import Mamba2
 from spt.models.model import classifier_model
 
@@ -85,20 +86,12 @@ def test_bad_shapes_name_the_input():
         ssd(x, dt[:, :-1], A, B, C, Dskip)
 
 
-def with_loop_scan(mixer):
-    """A copy of the mixer whose cores run ssd_ref (the loop over time)."""
-    ref = copy.deepcopy(mixer)
-    for core in ref.cores:
-        core.scan = ssd_ref
-    return ref
-
-
 @pytest.mark.parametrize("causal", [True, False])
 def test_fast_path_equals_reference_padded_both_directions(causal):
     torch.manual_seed(0)
     mixer = Mamba2(D, causal=causal, **KW)
     x, valid = padded_batch(D)
-    same_outputs_and_grads(mixer, with_loop_scan(mixer), x, valid)
+    same_outputs_and_grads(mixer, with_reference(mixer), x, valid)
 
 
 @pytest.mark.parametrize("causal", [True, False])
@@ -144,7 +137,7 @@ def test_cuda_kernel_equals_the_recurrence():
         x, valid = padded_batch(D)
         x_cpu = x.clone().requires_grad_()
         x_gpu = x.cuda().requires_grad_()
-        y_cpu = with_loop_scan(mixer)(x_cpu, valid)
+        y_cpu = with_reference(mixer)(x_cpu, valid)
         y_gpu = copy.deepcopy(mixer).cuda()(x_gpu, valid.cuda())
         w = torch.randn(y_cpu.shape) * valid[..., None]
         (y_cpu * w).sum().backward()

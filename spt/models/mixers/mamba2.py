@@ -28,7 +28,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ...kernels.library import cuda_kernel
-from ...kernels.ssd import ssd
+from ...kernels.ssd import ssd, ssd_ref
 from .common import GatedRMSNorm, ShortConv, both_ways, direction_count, no_weight_decay
 from .mamba import inverse_softplus, log_uniform_dt
 
@@ -40,10 +40,12 @@ class Mamba2Core(nn.Module):
     """One direction of a Mamba-2 mixer: conv -> SiLU -> SSD.
     (B, L, E*D + 2N + H) holding (x, B, C, dt) -> y (B, L, E*D).
 
-    ``scan`` is the CPU path's function; tests set it to :func:`~spt.kernels.ssd.ssd_ref`.
+    ``scan`` is the CPU path's function, ``scan_ref`` the loop over time that
+    :func:`~spt.models.mixers.common.with_reference` swaps in.
     """
 
     scan = staticmethod(ssd)
+    scan_ref = staticmethod(ssd_ref)
 
     def __init__(self, inner: int, d_state: int, head_dim: int, d_conv: int, dt_min: float,
                  dt_max: float):
