@@ -65,7 +65,6 @@ DEPARTURES: tuple = (
     Departure("epochs", None, FRACTIONS, study="04", stage="finetune,scratch"),
     Departure("patience", ANY, FRACTION_VALIDATION, study="04", stage="finetune,scratch"),
     Departure("lr", ANY, MIXER_LRS, study="13", model="mixer,mixer_causal", stage="finetune,scratch"),
-    Departure("lrs", ANY, MIXER_LRS, study="13", model="mixer,mixer_causal", stage="finetune,scratch"),
 )
 
 

@@ -71,13 +71,30 @@ def s4_size(task: str) -> int:
     return count_parameters_of(ssm_row(task, "s4").model)
 
 
+def width_step(cfg) -> int:
+    """The finest width grid the mixer's shape allows: multiples of 4, or of 8 or 16 where its heads
+    need it (Mamba-2's head_dim 32 must divide expand * d_model)."""
+    for step in (4, 8, 16, 32, 64):
+        try:
+            replace(cfg, d_model=step)
+            return step
+        except ValueError:
+            continue
+    raise ValueError(f"{type(cfg).__name__}: no width of 4 to 64 fits its head sizes")
+
+
+def sized_like(cfg, target: int):
+    """`cfg` at the width (on :func:`width_step`'s grid) whose classifier's parameter count is
+    closest to `target`."""
+    return width_for_params(cfg, target, step=width_step(cfg))[0]
+
+
 def mixer_model(name: str, task: str):
     """MIXERS[name] with the S4 row's depth, dropout, pooling, head and length on `task`, at the
-    width (a multiple of 16) whose parameter count is closest to the S4 row's."""
+    width whose parameter count is closest to the S4 row's (:func:`sized_like`)."""
     s4 = ssm_row(task, "s4").model
-    base = replace(MIXERS[name], n_layers=s4.n_layers, dropout=s4.dropout, pooling=s4.pooling,
-                   head=s4.head, max_len=s4.max_len, d_model=16)
-    return width_for_params(base, s4_size(task), step=16)[0]
+    return sized_like(replace(MIXERS[name], n_layers=s4.n_layers, dropout=s4.dropout,
+                              pooling=s4.pooling, head=s4.head, max_len=s4.max_len), s4_size(task))
 
 
 def mixer_arms(name: str, task: str) -> dict:
@@ -119,26 +136,29 @@ SMOKE_EXAMPLES = 32
 
 
 def smoke(data_root=None) -> GridPreset:
-    """Every model and init at smoke size on SMOKE_EXAMPLES 8x8 digits per split (the Image row's
-    protocol shrunk): 38 stages in about a minute of a CPU."""
+    """Every model from scratch and with masked SPT (and Mamba with causal SPT) at smoke size on
+    SMOKE_EXAMPLES 8x8 digits per split, the Image row's protocol shrunk: under a minute."""
     ref = dataclasses.replace(smoke_digits(), limit=SMOKE_EXAMPLES)
     entries = []
     for (m, i), arm in paper_arms("image").items():
+        if i == "causal" and m != "mamba":  # one causal SPT arm checks that path
+            continue
         sizes = dict(d_model=16, n_layers=1) if m in MIXERS else {}
         arm = dataclasses.replace(arm, lr_grid=()) if m in MIXERS else arm
         entries.append(Entry((("task", "digits"), ("model", m), ("init", i)), ref,
                              smoke_arm(arm, 64, epochs=1, **sizes)))
     return GridPreset("smoke", tuple(entries), seeds=(0,), note=(
-        f"CPU smoke run: every model at d <= 32, one epoch per stage, {SMOKE_EXAMPLES} digits 8x8 "
-        f"per split; checks the pipeline, not the finding"))
+        f"CPU smoke run: every model at d <= 32 from scratch and with masked SPT (Mamba also with "
+        f"causal SPT), one epoch per stage, {SMOKE_EXAMPLES} digits 8x8 per split; checks the "
+        f"pipeline, not the finding"))
 
 
 # ------------------------------------------------------------------------------ laptop preset
 # Two tasks a 2-core CPU trains in minutes: 100 labelled digits as 64 pixel tokens (the quickstart's
 # task, LRA Image's encoding) and generated ListOps at 128 tokens (1,000 training expressions).
-# Every model at the laptop S4's parameter count (a d=48 x 2 S4, N = 32; the mixers' widths are
-# sized to it as in the paper preset, the Transformer at d=48 x 2); one lr per stage for all
-# models (no grid: the grid would triple the time), the same budgets for every model.
+# Every model at the laptop S4's parameter count (a d=48 x 2 S4, N = 32; the other models' widths
+# are sized to it as the paper preset sizes the mixers); one lr per stage for all models (no grid:
+# it would triple the time), the same budgets for every model.
 LAPTOP_D, LAPTOP_LAYERS = 48, 2
 LAPTOP_SEEDS = (0, 1, 2)
 LAPTOP_LR = dict(pretrain=2e-3, supervised=1e-3)
@@ -161,13 +181,13 @@ def laptop_models(seq_len: int) -> dict:
     from ..config import TransformerConfig
     s4 = laptop_s4(seq_len)
     target = count_parameters_of(s4)
-    out = {"transformer": TransformerConfig(d_model=LAPTOP_D, n_layers=LAPTOP_LAYERS, n_heads=4,
-                                            d_ff=2 * LAPTOP_D, dropout=0.1, positions="rotary",
-                                            max_len=seq_len),
-           "s4": s4}
+    transformer = TransformerConfig(d_model=LAPTOP_D, n_layers=LAPTOP_LAYERS, n_heads=2,
+                                    d_ff=2 * LAPTOP_D, dropout=0.1, positions="rotary",
+                                    max_len=seq_len)
+    out = {"transformer": sized_like(transformer, target), "s4": s4}
     for name, cfg in MIXERS.items():
-        base = replace(cfg, n_layers=LAPTOP_LAYERS, dropout=0.1, max_len=seq_len, d_model=16)
-        out[name] = width_for_params(base, target, step=16)[0]
+        out[name] = sized_like(replace(cfg, n_layers=LAPTOP_LAYERS, dropout=0.1, max_len=seq_len),
+                               target)
     return out
 
 
@@ -204,17 +224,18 @@ def laptop(data_root=None) -> GridPreset:
 PRESETS = {"smoke": smoke, "laptop": laptop, "paper": paper}
 
 
-def sizes(tasks=TASKS):
-    """A DataFrame: each mixer's width and parameter count per LRA task beside the S4 row's
-    (the paper preset's sizing; classifiers on a 1-channel input with 10 classes)."""
+def sizes(preset: str = "paper", data_root="DATA"):
+    """A DataFrame: each model's parameter count and width per task of `preset` (classifiers on a
+    1-channel input with 10 classes: what the paper preset sizes the mixers by)."""
     import pandas as pd
 
-    rows = {"s4": {t: f"{s4_size(t):,} (d={ssm_row(t, 's4').model.d_model})" for t in tasks}}
-    for name in MIXERS:
-        rows[name] = {}
-        for t in tasks:
-            m = mixer_model(name, t)
-            rows[name][t] = f"{count_parameters_of(m):,} (d={m.d_model})"
+    rows: dict = {}
+    for e in STUDY.preset(preset, data_root).entries:
+        c = dict(e.coords)
+        if c["init"] == "scratch":
+            m = e.job.model
+            rows.setdefault(c["model"], {})[c["task"]] = \
+                f"{count_parameters_of(m):,} (d={m.d_model})"
     return pd.DataFrame(rows).T
 
 

@@ -64,6 +64,7 @@ def parameters(study: Study) -> list:
     """The notebook parameters of `study`, one per argument of Study.run it takes."""
     tasks = _example_tasks(study)
     workers = 0 if "laptop" in study.presets else 1  # the laptop presets fill a CPU's cores
+    like = f"the preset's {study.models_like}" if study.models_like else "the preset's first model"
     table = {
         "preset": Parameter("preset", "str", '"smoke"', presets_help(study)),
         "out_dir": Parameter("out_dir", "str", '"results"', f"results go to "
@@ -82,7 +83,7 @@ def parameters(study: Study) -> list:
                            f"[{', '.join(tasks[:2])}] (empty: all)"),
         "models": Parameter("models", "dict", "{}", 'your layers beside the preset\'s models, '
                             '{name: "module:Class"} or {name: {layer, kwargs, bidirectional}}: '
-                            "each gets the protocol of the preset's first model, sized like it"),
+                            f"each gets the protocol of {like}, sized like it"),
     }
     missing = set(run_arguments()) - set(table)
     if missing:
