@@ -1,4 +1,4 @@
-"""The LRU's mixer: the complex scan (the pairwise scan vs the loop, with gradients), the paper's
+"""The LRU's mixer (its complex scan is tested in tests/test_scan.py): the paper's
 initialisation, the mixer both ways against its loop path, padding, causality, the optimiser
 hints, and a classifier built from LRUConfig."""
 
@@ -7,7 +7,6 @@ import torch
 from mixer_checks import causal_or_both_ways, padded_batch, padding_safe, same_outputs_and_grads
 
 from spt.data.task import TaskSpec
-from spt.kernels.scan import linear_scan, linear_scan_ref
 from spt.mixer_config import LRUConfig
 from spt.model_config import model_config_from_dict, model_config_to_dict
 from spt.models.mixers.common import with_reference
@@ -15,20 +14,6 @@ from spt.models.mixers.lru import LRU, LRUCore
 from spt.models.model import classifier_model
 
 D = 16
-
-
-@pytest.mark.parametrize("L", [37, 40, 64])
-def test_linear_scan_on_complex_numbers_matches_the_loop_with_gradients(L):
-    g = torch.Generator().manual_seed(L)
-    a = (0.9 * torch.randn(2, L, 6, generator=g, dtype=torch.cdouble)).requires_grad_()
-    b = torch.randn(2, L, 6, generator=g, dtype=torch.cdouble).requires_grad_()
-    w = torch.randn(2, L, 6, generator=g, dtype=torch.cdouble)
-    fast, ref = linear_scan(a, b), linear_scan_ref(a, b)
-    torch.testing.assert_close(fast, ref)
-    g_fast = torch.autograd.grad((fast * w).real.sum(), (a, b))
-    g_ref = torch.autograd.grad((ref * w).real.sum(), (a, b))
-    for x, y in zip(g_fast, g_ref):
-        torch.testing.assert_close(x, y)
 
 
 def test_initial_eigenvalues_fill_the_ring_and_gamma_normalises():
