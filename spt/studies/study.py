@@ -194,11 +194,14 @@ class Study:
             tasks: Optional[Sequence[str]] = None, models: Optional[dict] = None) -> xr.Dataset:
         """Run (or reuse) every cell of the preset; returns a Dataset over the study's dims
         (a "model" dim added by your `models`). workers: cells in parallel processes (0: one
-        per core); a different `workers` or device agrees up to float rounding and reuses the
-        finished cells (:func:`spt.studies.cells.run_cells`)."""
+        per core; the smoke preset's cells then run in this process); a different `workers` or
+        device agrees up to float rounding and reuses the finished cells
+        (:func:`spt.studies.cells.run_cells`)."""
         p = self.preset(preset, data_root, tasks=tasks, models=models)
         check_data([e.task for e in p.entries], self.name)
         print(f"{self.name} [{p.name}]: {p.note}" + (f"\n{SMOKE_SAYS}" if p.name == "smoke" else ""))
+        if p.name == "smoke" and workers == 0:  # seconds-long cells: a spawned process per cell
+            workers = 1                         # (its imports) would cost more than the cell
         ds = run_cells(self.name, preset_cells(p, seeds=seeds, device=device), out_dir,
                        workers=workers)
         note = other_code_note(ds)  # reused cells made by another spt version: said, not refused
