@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 from ...kernels.gla import gla, gla_ref, mask_pads
 from ...kernels.library import cuda_kernel
-from .common import both_ways, direction_count
+from .common import GatedRMSNorm, both_ways, direction_count
 
 
 class GLACore(nn.Module):
@@ -65,9 +65,10 @@ class GLA(nn.Module):
 
     n_heads : H; expand_k, expand_v : key and value widths expand_k * D, expand_v * D (over all
     heads); gate_rank : the forget gate's rank; gate_norm : the divisor of its logsigmoid (16: the
-    gates start near 1, slow forgetting). Parameters as fla names them: ``q_proj``, ``k_proj``,
-    ``v_proj``, ``g_proj`` (the output gate), ``g_norm_weight`` (per-head RMSNorm scale),
-    ``o_proj``, and per direction ``cores.<k>.gk_proj`` (k = 1: the reversed direction).
+    gates start near 1, slow forgetting). Parameters: ``q_proj``, ``k_proj``, ``v_proj``, ``g_proj``
+    (the output gate) and ``o_proj`` as fla names them, ``norm`` (fla's ``g_norm``: RMSNorm per head
+    then the gate, one scale shared by the heads), and per direction ``cores.<k>.gk_proj`` (k = 1:
+    the reversed direction).
     """
 
     def __init__(self, d_model: int, causal: bool = True, n_heads: int = 4, expand_k: float = 0.5,
@@ -86,13 +87,11 @@ class GLA(nn.Module):
         self.g_proj = nn.Linear(d_model, value_dim, bias=False)
         self.cores = nn.ModuleList(GLACore(d_model, n_heads, key_dim, value_dim, gate_rank, gate_norm)
                                    for _ in range(direction_count(causal)))
-        self.g_norm_weight = nn.Parameter(torch.ones(value_dim // n_heads))
+        self.norm = GatedRMSNorm(value_dim // n_heads, norm_before_gate=True)
         self.o_proj = nn.Linear(value_dim, d_model, bias=False)
-        self.eps = 1e-5
 
     def forward(self, x: torch.Tensor, valid: Optional[torch.Tensor] = None) -> torch.Tensor:
         u = torch.cat([x, self.q_proj(x), self.k_proj(x), self.v_proj(x)], dim=-1)
         o = both_ways(self.cores, u, valid).unflatten(-1, (self.n_heads, -1))   # (B, L, H, V)
-        o = o * torch.rsqrt(o.pow(2).mean(-1, keepdim=True) + self.eps) * self.g_norm_weight
-        o = o * F.silu(self.g_proj(x).unflatten(-1, (self.n_heads, -1)))
+        o = self.norm(o, self.g_proj(x).unflatten(-1, (self.n_heads, -1)))
         return self.o_proj(o.flatten(-2))
