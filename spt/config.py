@@ -57,6 +57,10 @@ class TransformerConfig:
     max_len     : longest sequence the position table supports (sinusoidal / learned).
     local_block : None for full attention; W for neighbour-block local attention (the sequence is
                   cut into blocks of W tokens, each block attends to itself and its neighbours).
+    reach       : None for attention over the whole sequence; w caps each layer's attention at
+                  keys at most w positions away (|i - j| <= w): the range probe's attention window
+                  (spt.analysis.range_probe). A stack of n such layers relates inputs at most
+                  2 n w positions apart (n w when causal).
     attention   : "auto" (flash-attn on CUDA when installed, else torch SDPA), "flash", "sdpa",
                   or "manual" (plain-torch reference, for tests).
     """
@@ -74,6 +78,7 @@ class TransformerConfig:
     local_block: Optional[int] = None
     attention: AttentionBackend = "auto"
     head: Head = "mlp"
+    reach: Optional[int] = None
 
     def __post_init__(self):
         c = "TransformerConfig"
@@ -92,6 +97,8 @@ class TransformerConfig:
             raise ValueError(f"{c}.dropout and attn_dropout must be in [0, 1)")
         if self.local_block is not None:
             _check_positive(c, "local_block", self.local_block)
+        if self.reach is not None:
+            _check_positive(c, "reach", self.reach, allow_zero=True)
 
 
 @dataclass(frozen=True)

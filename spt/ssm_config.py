@@ -69,6 +69,10 @@ class SSMConfig:
     n_ssm     : S4 only: trainable copies of (Lambda, P, B) shared by the H channels (channel h uses
                 copy h mod n_ssm; C and dt stay per channel), as the S4 code's n_ssm; None -> H
                 (every channel its own). Must divide d_model.
+    reach     : None for kernels over the whole sequence; w zeroes every kernel lag past w, so each
+                layer relates inputs at most w positions apart (the range probe's truncated
+                kernel, spt.analysis.range_probe; n layers: 2 n w when bidirectional, n w causal).
+                Such a layer has no recurrent step mode.
     tie_dropout : draw each dropout mask once per example and channel, shared along the sequence
                 (the S4 code's tie_dropout), instead of per position.
     dt_min, dt_max : range of the log-uniform step size dt (DLR: range of the damping of Lambda).
@@ -98,6 +102,7 @@ class SSMConfig:
     dt_lr: Union[float, Literal["run"], None] = None
     n_ssm: Optional[int] = None
     tie_dropout: bool = False
+    reach: Optional[int] = None
 
     def __post_init__(self):
         c = "SSMConfig"
@@ -128,6 +133,8 @@ class SSMConfig:
                 isinstance(self.dt_lr, (str, bool)) or not self.dt_lr > 0):
             raise ValueError(f"{c}.dt_lr must be a learning rate > 0, \"run\" (the run's lr) or "
                              f"None (the same as lr), got {self.dt_lr!r}")
+        if self.reach is not None:
+            _check_positive(c, "reach", self.reach, allow_zero=True)
         if self.n_ssm is not None:
             if self.kind != "s4":
                 raise ValueError(f"{c}.n_ssm is an S4 option (kind='s4'); kind={self.kind!r} "

@@ -47,7 +47,13 @@ def _digits(**options) -> Task:
     return digits_task(**options)
 
 
-# Every named task: the paper's ten, read from a data root, and the embedded digits.
+def _lagged(**options) -> Task:
+    from .lagged import lagged_task
+    return lagged_task(**options)
+
+
+# Every named task: the paper's ten, read from a data root, the embedded digits and the generated
+# lagged copy (a dependency length known by construction).
 TASKS: dict[str, TaskSource] = {
     "listops": TaskSource(load_listops, Path("lra_release/listops-1000")),
     "text": TaskSource(load_text, Path("imdb")),
@@ -60,6 +66,7 @@ TASKS: dict[str, TaskSource] = {
     "speech": TaskSource(load_speech, Path("speech_commands")),
     "bidmc": TaskSource(load_bidmc, Path("bidmc")),
     "digits": TaskSource(_digits, None),
+    "lagged": TaskSource(_lagged, None),
 }
 # The tasks read from a data root (`spt data prepare | info | fixtures`), and their folders.
 TASK_DIRS = {name: s.folder for name, s in TASKS.items() if s.folder is not None}

@@ -17,6 +17,11 @@ Neighbour-block local attention (``local_block=W``, the paper's choice for input
 the sequence is cut into blocks of W tokens; block i attends to blocks i-1, i, i+1 (bidirectional)
 or i-1, i (causal, with the causal order inside). Keys/values of the neighbours are gathered into
 (B·nb, H, W, 3W) problems and solved by the same fused SDPA call, so memory grows as L·3W, not L².
+
+Banded attention (``TransformerConfig.reach=w``, the range probe's cap): query i attends to key j
+only when |i - j| <= w (and j <= i when causal). It runs on the neighbour-block path with blocks of
+max(w, 1) tokens, every key within w of a query lying in its own or a neighbouring block, plus the
+band condition on the gathered keys: memory grows as L·3w.
 """
 from __future__ import annotations
 
@@ -120,11 +125,12 @@ def _blocks_with_neighbours(x: torch.Tensor, W: int, causal: bool) -> torch.Tens
 
 
 def local_attention(q, k, v, block: int, key_valid=None, causal=False, dropout_p=0.0,
-                    backend="auto"):
+                    backend="auto", band: Optional[int] = None):
     """Neighbour-block local attention.
 
     q, k, v   : (B, H, L, D); L need not be a multiple of `block` (it is padded internally).
     key_valid : (B, L) bool or None.
+    band      : None, or w <= block: query i also needs |i - j| <= w (banded attention).
     returns   : (B, H, L, D). Query i attends to key j iff |blk(i) - blk(j)| <= 1 (bidirectional)
                 or 0 <= blk(i) - blk(j) <= 1 and j <= i (causal), and key j is valid.
     """
@@ -155,6 +161,12 @@ def local_attention(q, k, v, block: int, key_valid=None, causal=False, dropout_p
         qpos = torch.arange(W, device=q.device)[:, None]
         slot = torch.arange(n * W, device=q.device)[None, :]
         mask = mask & (slot <= W + qpos)  # (B, 1, nb, W, nW)
+    if band is not None:  # the key at gathered slot s is (s - W) positions after block start
+        if band > W:
+            raise ValueError(f"local_attention: band={band} exceeds the block size {W}")
+        qpos = torch.arange(W, device=q.device)[:, None]
+        slot = torch.arange(n * W, device=q.device)[None, :]
+        mask = mask & ((slot - W - qpos).abs() <= band)
     qb = q.view(B, H, nb, W, D)
     if backend == "manual":
         out = attention_ref(qb.flatten(1, 2), kb.flatten(1, 2), vb.flatten(1, 2),
@@ -172,10 +184,12 @@ class Attention(nn.Module):
     """Multi-head self-attention. x (B, L, d_model), valid (B, L) bool -> (B, L, d_model)."""
 
     def __init__(self, d_model: int, n_heads: int, *, causal: bool = False, dropout: float = 0.0,
-                 rotary: bool = False, local_block: Optional[int] = None, backend: str = "auto"):
+                 rotary: bool = False, local_block: Optional[int] = None, backend: str = "auto",
+                 reach: Optional[int] = None):
         super().__init__()
         self.n_heads, self.causal, self.dropout = n_heads, causal, dropout
         self.rotary, self.local_block, self.backend = rotary, local_block, backend
+        self.reach = reach
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.out = nn.Linear(d_model, d_model)
 
@@ -185,7 +199,10 @@ class Attention(nn.Module):
         if self.rotary:
             q, k = apply_rotary(q), apply_rotary(k)
         p = self.dropout if self.training else 0.0
-        if self.local_block is not None and L > self.local_block:
+        if self.reach is not None:
+            y = local_attention(q, k, v, max(self.reach, 1), valid, self.causal, p, self.backend,
+                                band=self.reach)
+        elif self.local_block is not None and L > self.local_block:
             y = local_attention(q, k, v, self.local_block, valid, self.causal, p, self.backend)
         else:
             y = full_attention(q, k, v, valid, self.causal, p, self.backend)

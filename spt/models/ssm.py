@@ -280,6 +280,17 @@ def make_norm(cfg: SSMConfig) -> nn.Module:
     return _LayerNorm(cfg.d_model) if cfg.norm == "layer" else MaskedBatchNorm(cfg.d_model)
 
 
+def cap_reach(k: torch.Tensor, reach: Optional[int]) -> torch.Tensor:
+    """The kernel k (n_dir, H, L) with every lag past `reach` zeroed: output t then depends on
+    inputs t - reach .. t (and .. t + reach with a backward kernel, whose index s weighs input
+    t + s + 1). reach None: k unchanged. The range probe's truncated kernel."""
+    if reach is None:
+        return k
+    lag = torch.arange(k.shape[-1], device=k.device)
+    keep = torch.stack([lag <= reach, lag < reach])[:k.shape[0], None, :]  # (n_dir, 1, L)
+    return k * keep.to(k.dtype)
+
+
 class ConvBlock(nn.Module):
     """One residual block around a long convolution: norm -> (K * z + D z) -> GELU -> linear/GLU.
     forward(x (B, L, H), valid (B, L) or None) -> (B, L, H). The kernel module comes from
@@ -292,6 +303,7 @@ class ConvBlock(nn.Module):
         self.prenorm = cfg.prenorm
         self.norm = make_norm(cfg)
         self.kernel = kernel_fn(cfg, 1 if cfg.causal else 2)
+        self.reach = getattr(cfg, "reach", None)
         self.D = nn.Parameter(torch.randn(H))
         self.act = nn.GELU()
         tied = getattr(cfg, "tie_dropout", False)
@@ -320,7 +332,8 @@ class ConvBlock(nn.Module):
             z = z * valid[..., None].to(z.dtype)
         with torch.autocast(device_type=z.device.type, enabled=False):
             zf = z.float() if z.dtype != torch.float64 else z
-            return fft_conv(zf, self.kernel(z.shape[1])) + zf * self.D.to(zf.dtype)
+            k = cap_reach(self.kernel(z.shape[1]), self.reach)
+            return fft_conv(zf, k) + zf * self.D.to(zf.dtype)
 
     def _mix(self, x: torch.Tensor, z: torch.Tensor, valid: Optional[torch.Tensor]) -> torch.Tensor:
         """x + Out(GELU(K * z + D z)); z is the (normed) input, (B, L, H)."""
@@ -342,6 +355,9 @@ class SSMBlock(ConvBlock):
         if not self.causal:
             raise RuntimeError("step mode needs a causal SSM layer (SSMConfig.causal=True); a "
                                "bidirectional layer looks at future positions")
+        if self.reach is not None:
+            raise RuntimeError("step mode runs the full recurrence: a layer with a capped reach "
+                               "(SSMConfig.reach) has no recurrent form; use the convolution")
         self._step = self.kernel.discrete()
 
     def default_state(self, batch: int) -> torch.Tensor:
@@ -390,7 +406,7 @@ class ConvStack(nn.Module):
     @torch.no_grad()
     def kernels(self, L: int) -> list[torch.Tensor]:
         """The convolution kernel of every layer: a list of (n_dir, H, L) float tensors."""
-        return [block.kernel(L).float() for block in self.blocks]
+        return [cap_reach(block.kernel(L), block.reach).float() for block in self.blocks]
 
 
 class SSMEncoder(ConvStack):
