@@ -58,6 +58,12 @@ MIXER_LRS = ("study 13: S4's learning rates are tuned for S4, whose state-space 
              "(spt.studies.modern_architectures.LR_GRID, each a full run, the best on validation "
              "kept, as C.1.4 does for Text), at the S4 row's batch, schedule and budget")
 
+ALIBI = ("study 14: the cheap prior replaces the row's rotary positions by ALiBi's fixed "
+         "distance bias (Press et al. 2022), the locality Coser et al. 2026 find SPT teaches")
+PROBE = ("study 14: the range probe is the S4 row's scratch run at one layer, its kernel cut past "
+         "the span's reach: a one-layer probe learns exactly the pairs it can see "
+         "(spt.analysis.range_probe)")
+
 DEPARTURES: tuple = (
     Departure("patience", PATIENCE, GPU_SAVER, stage="finetune,scratch"),
     Departure("validation", "train10%", TEXT_VALIDATION, task="text"),
@@ -65,6 +71,8 @@ DEPARTURES: tuple = (
     Departure("epochs", None, FRACTIONS, study="04", stage="finetune,scratch"),
     Departure("patience", ANY, FRACTION_VALIDATION, study="04", stage="finetune,scratch"),
     Departure("lr", ANY, MIXER_LRS, study="13", model="mixer,mixer_causal", stage="finetune,scratch"),
+    Departure("positions", "alibi", ALIBI, study="14", model="transformer_rotary"),
+    Departure("layers", 1, PROBE, study="14", model="s4", stage="scratch"),
 )
 
 

@@ -78,7 +78,7 @@ STAGES = ("pretrain", "finetune", "scratch")
 # the row names of the table's model column (the presets' Arm.row / StageView.row)
 MODEL_KEYS = ("transformer", "transformer_causal", "transformer_rotary",
               "transformer_rotary_causal", "s4", "s4_random", "dlr", "dlr_random",
-              "pythia", "mixer", "mixer_causal")
+              "pythia", "mixer", "mixer_causal", "free_conv")
 
 
 @dataclass(frozen=True)

@@ -106,29 +106,37 @@ def kernel_headline(ds: xr.Dataset) -> str:
 
 def modern_headline(ds: xr.Dataset) -> str:
     """Study 13: per task, each model's masked-SPT gain over scratch paired by seed (mean and 95%
-    interval), and the order of the models from scratch and after SPT."""
+    interval), and the order of the models from scratch and after SPT (their
+    :func:`~spt.studies.modern_architectures.rankings`)."""
     from ..results import format_gain, paired_gain
+    from .modern_architectures import rankings
 
-    acc = ds["test_accuracy"] * 100
+    acc, ranks = ds["test_accuracy"] * 100, rankings(ds)
     parts = []
     for task in [str(t) for t in acc.task.values]:
-        a = acc.sel(task=task)
-        models = [str(m) for m in a.model.values
-                  if bool(a.sel(model=m, init="scratch").notnull().all())
-                  and bool(a.sel(model=m, init="masked").notnull().all())]
+        a, r = acc.sel(task=task), ranks.loc[task]
         gains = [f"{m} " + format_gain(paired_gain(a.sel(model=m, init="masked"),
                                                    a.sel(model=m, init="scratch")))
-                 for m in models]
-        order = lambda init: " > ".join(sorted(models, key=lambda m: -float(  # noqa: E731
-            a.sel(model=m, init=init).mean())))
-        parts.append(f"{task}: SPT gain {', '.join(gains)}; scratch order {order('scratch')}, "
-                     f"after SPT {order('masked')}")
+                 for m in r.index]
+        order = lambda col: " > ".join(r.sort_values(col).index)  # noqa: E731
+        parts.append(f"{task}: SPT gain {', '.join(gains)}; scratch order "
+                     f"{order('rank scratch')}, after SPT {order('rank SPT')}")
     return ". ".join(parts)
 
 
 def modern_extra(ds: xr.Dataset) -> list:
     from .modern_architectures import rankings
     return [("The models ranked from scratch and after masked SPT (1 = best)", rankings(ds))]
+
+
+def priors_headline(ds: xr.Dataset) -> str:
+    from .priors_and_range import headline
+    return headline(ds)
+
+
+def priors_extra(ds: xr.Dataset) -> list:
+    from .priors_and_range import needed_spans
+    return [("The span each task needs (the range probe)", needed_spans(ds))]
 
 
 def _study(module: str) -> Callable:
@@ -152,6 +160,9 @@ STUDIES = (
     LaptopStudy("13 today's mixers", "13_modern_architectures", _study("modern_architectures"),
                 "`spt study run 13_modern_architectures --preset laptop -p workers 2` (3 seeds)",
                 modern_headline, modern_extra),
+    LaptopStudy("14 priors and range", "14_priors_and_range", _study("priors_and_range"),
+                "`spt study run 14_priors_and_range --preset laptop -p workers 2` (4 seeds)",
+                priors_headline, priors_extra),
 )
 
 

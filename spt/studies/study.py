@@ -141,9 +141,12 @@ class Study:
         return self.name.split("_", 1)[0]
 
     def preset(self, preset="smoke", data_root=None, *, tasks: Optional[Sequence[str]] = None,
-               models: Optional[dict] = None) -> GridPreset:
+               models: Optional[dict] = None,
+               baselines: Optional[Sequence[str]] = None) -> GridPreset:
         """The preset (a name, a GridPreset, or an object preset_from understands) with only
-        `tasks` and your `models` beside its own (:func:`spt.studies.yours.with_models`)."""
+        `tasks`, your `models` beside its own (:func:`spt.studies.yours.with_models`) and the
+        cheap-prior `baselines` beside its scratch arms
+        (:func:`spt.studies.priors_and_range.with_baselines`)."""
         if isinstance(preset, str):
             if preset not in self.presets:
                 raise ValueError(f"study {self.name}: unknown preset {preset!r}; choose from "
@@ -163,6 +166,9 @@ class Study:
                                  f"`spt study list` marks the studies that do")
             from .yours import with_models
             p = with_models(p, models, self.name, like=self.models_like or None)
+        if baselines:
+            from .priors_and_range import with_baselines
+            p = with_baselines(p, baselines, self.name)
         return p
 
     def cells(self, preset="smoke", *, data_root=None, seeds: Optional[Sequence[int]] = None,
@@ -191,13 +197,15 @@ class Study:
 
     def run(self, preset="smoke", out_dir="results", *, data_root=None,
             seeds: Optional[Sequence[int]] = None, workers: int = 1, device: str = "auto",
-            tasks: Optional[Sequence[str]] = None, models: Optional[dict] = None) -> xr.Dataset:
+            tasks: Optional[Sequence[str]] = None, models: Optional[dict] = None,
+            baselines: Optional[Sequence[str]] = None) -> xr.Dataset:
         """Run (or reuse) every cell of the preset; returns a Dataset over the study's dims
-        (a "model" dim added by your `models`). workers: cells in parallel processes (0: one
+        (a "model" dim added by your `models`; init values "scratch+<prior>" added by
+        `baselines`, cheap priors trained from scratch beside each scratch arm). workers: cells in parallel processes (0: one
         per core; the smoke preset's cells then run in this process); a different `workers` or
         device agrees up to float rounding and reuses the finished cells
         (:func:`spt.studies.cells.run_cells`)."""
-        p = self.preset(preset, data_root, tasks=tasks, models=models)
+        p = self.preset(preset, data_root, tasks=tasks, models=models, baselines=baselines)
         check_data([e.task for e in p.entries], self.name)
         print(f"{self.name} [{p.name}]: {p.note}" + (f"\n{SMOKE_SAYS}" if p.name == "smoke" else ""))
         if p.name == "smoke" and workers == 0:  # seconds-long cells: a spawned process per cell
@@ -235,5 +243,11 @@ class Study:
         return departures_table(self.number, cells, notes + readings(cells))
 
     def table(self, ds: xr.Dataset):
-        """Our results beside the paper's (the study's own table)."""
-        return self.make_table(ds)
+        """Our results beside the paper's (the study's own table), with the gains of any
+        cheap-prior baselines over scratch under it."""
+        from .priors_and_range import baseline_gains
+        from .tables import with_gains
+        table, extra = self.make_table(ds), baseline_gains(ds)
+        if extra is None:
+            return table
+        return with_gains(table, extra)

@@ -24,6 +24,7 @@ DIMS = {
     "08_compute_tied": {"task", "model", "spt_share", "seed"},
     "09_model_scales": {"model", "size", "init", "seed"},
     "13_modern_architectures": {"task", "model", "init", "seed"},
+    "14_priors_and_range": {"task", "model", "prior", "init", "span", "seed"},
 }
 STUDIES = list(DIMS)
 

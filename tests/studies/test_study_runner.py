@@ -161,7 +161,7 @@ def test_cli_study_list_and_errors(capsys, tmp_path):
     assert names == ["00_quickstart", "01_lra_transformers", "02_transformers_vs_s4", "03_explicit_priors",
                      "04_data_scales", "05_text_corpus_pretraining", "06_kernel_decay",
                      "07_additional_modalities", "08_compute_tied", "09_model_scales",
-                     "13_modern_architectures"]
+                     "13_modern_architectures", "14_priors_and_range"]
     assert main(["study", "run", "99_nothing", "--out", str(tmp_path)]) == 2
     assert "no study '99_nothing'" in capsys.readouterr().err
     nb = tiny_notebook(tmp_path / "tiny.ipynb")
