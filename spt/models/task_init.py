@@ -42,13 +42,13 @@ spectra live on the frequencies w_f = pi f / L, f = 1 .. L (F = L bins):
 * The loss (ours) is the log-spectral distance: it weighs a factor of 2 equally at every
   frequency, where an L2 distance of the normalised spectra would only see the few bins holding
   most of the power. eps (default 1e-6, against a flat level of 1/F) keeps empty bins finite.
-* What is fitted (ours): log dt (H,), log(-Re Lambda) and Im Lambda ((H, N/2) for S4D, (n_ssm,
+* What is fitted (ours): log dt (H,), log(-Re Lambda) and Im Lambda ((H, N/2) for S4D, (n_ssm or H,
   N/2) for S4): the step size and the poles e^{dt Lambda} place each mode's centre frequency
   (dt Im Lambda) and bandwidth (dt Re Lambda), which is what shapes |H(w)|. B, C (S4's stored
   C-tilde), S4's P, the skip D and every other parameter stay as drawn: C and B are random per
   channel and mix the modes differently in each channel, and we keep that diversity (fitting them
   could make all channels one filter); the scale they set does not enter normalised spectra.
-* The optimiser (ours): Adam, lr 1e-2, 200 steps, full batch, from the default init; no
+* The optimiser (ours): Adam, lr 1e-2, 200 steps, full batch, from the config's own init; no
   randomness beyond the given inputs, so the fit is deterministic.
 * The inputs (ours): the first ``n_examples`` = 256 training examples in dataset order (a pair
   task: both documents of each pair, as the dual encoder feeds them to its one backbone), with the
