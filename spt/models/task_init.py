@@ -52,8 +52,8 @@ spectra live on the frequencies w_f = pi f / L, f = 1 .. L (F = L bins):
   randomness beyond the given inputs, so the fit is deterministic.
 * The inputs (ours): the first ``n_examples`` = 256 training examples in dataset order (a pair
   task: both documents of each pair, as the dual encoder feeds them to its one backbone), with the
-  backbone's input dropout skipped and a BatchNorm's statistics taken from the examples (on a copy:
-  the model's running statistics are not touched).
+  backbone's input dropout skipped and a BatchNorm's statistics taken from each chunk of 32
+  examples, as from a training batch (on a copy: the model's running statistics are not touched).
 
 Shapes: inputs (N, L, H) float, valid (N, L) bool, kernel (n_dir, H, L) with n_dir 1 (causal) or
 2 (bidirectional), spectra (L,).
