@@ -14,6 +14,7 @@ from .config import Head, Pooling, _check_choice, _check_positive
 
 SSMKind = Literal["s4", "s4d", "dlr"]
 SSMNorm = Literal["layer", "batch"]
+SSMTaskInit = Literal["spectrum"]
 # Initialisations each kind accepts; the first is its structured default. Every kind also takes
 # the two random ones, RANDOM_INITS (see SSMConfig.init).
 RANDOM_INITS = ("random", "random_ssm")
@@ -73,6 +74,14 @@ class SSMConfig:
                 layer relates inputs at most w positions apart (the range probe's truncated
                 kernel, spt.analysis.range_probe; n layers: 2 n w when bidirectional, n w causal).
                 Such a layer has no recurrent step mode.
+    task_init : None, or "spectrum": before training, the FIRST block's state-space parameters (log dt,
+                log(-Re Lambda), Im Lambda) are fitted so that its kernel's power spectrum has the
+                shape of the power spectrum of its inputs on the training examples; the other blocks
+                keep their init. Our reading of Chen & Chen 2025's task-dependent initialisation
+                (arXiv 2509.20789; its estimator, loss and optimiser are not known to us, every
+                choice is ours: spt.models.task_init). Done by spt.train.runs.pretrain and
+                train_from_scratch when they build the model (finetune loads pretrained weights).
+                Kinds "s4" and "s4d" only.
     tie_dropout : draw each dropout mask once per example and channel, shared along the sequence
                 (the S4 code's tie_dropout), instead of per position.
     dt_min, dt_max : range of the log-uniform step size dt (DLR: range of the damping of Lambda).
@@ -103,6 +112,7 @@ class SSMConfig:
     n_ssm: Optional[int] = None
     tie_dropout: bool = False
     reach: Optional[int] = None
+    task_init: Optional[SSMTaskInit] = None
 
     def __post_init__(self):
         c = "SSMConfig"
@@ -135,6 +145,12 @@ class SSMConfig:
                              f"None (the same as lr), got {self.dt_lr!r}")
         if self.reach is not None:
             _check_positive(c, "reach", self.reach, allow_zero=True)
+        if self.task_init is not None:
+            _check_choice(c, "task_init", self.task_init, (None,) + SSMTaskInit.__args__)
+            if self.kind not in ("s4", "s4d"):
+                raise ValueError(f"{c}.task_init={self.task_init!r} fits the first layer's S4 / S4D "
+                                 f"state-space parameters: it needs kind 's4' or 's4d', got "
+                                 f"kind={self.kind!r} (leave task_init=None)")
         if self.n_ssm is not None:
             if self.kind != "s4":
                 raise ValueError(f"{c}.n_ssm is an S4 option (kind='s4'); kind={self.kind!r} "

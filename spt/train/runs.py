@@ -26,6 +26,7 @@ from ..data.pairs import documents_task
 from ..data.task import Task, TaskSpec
 from ..model_config import ModelConfigType, model_config_from_dict, model_config_to_dict
 from ..models.model import classifier_model, pretraining_model
+from ..models.task_init import apply_task_init_
 from .checkpoint import digest, load_backbone, load_checkpoint
 from .engine import RunResult, fit
 from .objectives import Denoising, Supervised
@@ -45,11 +46,14 @@ def pretrain(task: Task, model_cfg: ModelConfigType, objective: ObjectiveConfig,
     ``test_metrics`` of the result are the denoising metrics on the test split.
     A pair task is pretrained on :func:`~spt.data.pairs.documents_task` (its single documents; the
     checkpoint's spec is that view's), so the backbone is the one its dual encoder shares.
+    ``SSMConfig(task_init="spectrum")`` fits the first layer to the training inputs before
+    training (:func:`spt.models.task_init.apply_task_init_`).
     """
     if task.spec.pair:
         task = documents_task(task)
     torch.manual_seed(train_cfg.seed)
     model = pretraining_model(model_cfg, task.spec, objective)
+    apply_task_init_(model, model_cfg, task)  # SSMConfig.task_init; resuming loads over it
     return fit(model, Denoising(objective, task.spec), task, train_cfg, out_dir, stage="pretrain",
                meta=_meta(model_cfg, task.spec, objective), resume=resume, **fit_kw)
 
@@ -103,8 +107,12 @@ def train_from_scratch(task: Task, model_cfg: ModelConfigType, train_cfg: TrainC
     """Train a randomly initialised classifier on task labels (the baseline).
 
     Give ``train_cfg.patience`` so it runs until validation stops improving, as the paper does.
+    ``SSMConfig(task_init="spectrum")`` fits the first layer to the training inputs first
+    (:func:`spt.models.task_init.apply_task_init_`), as :func:`pretrain` does; :func:`finetune`
+    does not (it loads the pretrained weights).
     """
     torch.manual_seed(train_cfg.seed)
     model = classifier_model(model_cfg, task.spec)
+    apply_task_init_(model, model_cfg, task)  # SSMConfig.task_init; resuming loads over it
     return fit(model, Supervised(task.spec), task, train_cfg, out_dir, stage="scratch",
                meta=_meta(model_cfg, task.spec, None), resume=resume, **fit_kw)
