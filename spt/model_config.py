@@ -11,16 +11,17 @@ from typing import Union
 
 from .compat import LATER_MODEL_FIELDS, OLD_CONFIG_NAMES, without_later_fields
 from .config import TransformerConfig
+from .free_conv_config import FreeConvConfig
 from .layer_config import LayerConfig
 from .mixer_config import MIXER_CONFIGS, GatedDeltaNetConfig, GLAConfig, LRUConfig, Mamba2Config, MambaConfig
 from .sgconv_config import SGConvConfig
 from .ssm_config import SSMConfig
 
-ModelConfigType = Union[TransformerConfig, SSMConfig, SGConvConfig, LayerConfig, MambaConfig,
-                        Mamba2Config, GatedDeltaNetConfig, GLAConfig, LRUConfig]
+ModelConfigType = Union[TransformerConfig, SSMConfig, SGConvConfig, FreeConvConfig, LayerConfig,
+                        MambaConfig, Mamba2Config, GatedDeltaNetConfig, GLAConfig, LRUConfig]
 
-MODEL_CONFIG_TYPES: tuple[type, ...] = (TransformerConfig, SSMConfig, SGConvConfig, LayerConfig,
-                                        *MIXER_CONFIGS)
+MODEL_CONFIG_TYPES: tuple[type, ...] = (TransformerConfig, SSMConfig, SGConvConfig, FreeConvConfig,
+                                        LayerConfig, *MIXER_CONFIGS)
 
 
 

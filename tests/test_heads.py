@@ -11,6 +11,7 @@ from spt import hub
 from spt.config import ObjectiveConfig, TrainConfig, TransformerConfig
 from spt.data import digits_task
 from spt.data.task import TaskSpec
+from spt.free_conv_config import FreeConvConfig
 from spt.layer_config import LayerConfig
 from spt.model_config import LATER_MODEL_FIELDS, model_config_from_dict, model_config_to_dict
 from spt.models import count_parameters
@@ -29,6 +30,7 @@ CONFIGS = {
                                      dropout=0.0),
     "s4": SSMConfig(kind="s4", d_model=D, n_layers=1, d_state=4, max_len=32),
     "sgconv": SGConvConfig(d_model=D, n_layers=1, kernel_dim=4, max_len=32),
+    "free_conv": FreeConvConfig(d_model=D, n_layers=1, max_len=32),
     "layer": LayerConfig("spt.models.layer_template:DecayMix", d_model=D, n_layers=1),
 }
 

@@ -19,10 +19,11 @@ axis so that the median or other quantiles over channels can be plotted too:
 ``a.max("channel")`` equals ``kernel_decay(model, L)`` exactly.
 
 Works for any module that contains a convolution stack (:class:`~spt.models.ssm.ConvStack`: an
-S4, S4D or DLR :class:`~spt.models.ssm.SSMEncoder`, or an SGConv
-:class:`~spt.models.sgconv.SGConvEncoder`), whether a SequenceModel, its backbone or the stack
+S4, S4D or DLR :class:`~spt.models.ssm.SSMEncoder`, an SGConv
+:class:`~spt.models.sgconv.SGConvEncoder` or a free-kernel
+:class:`~spt.models.free_conv.FreeConvEncoder`), whether a SequenceModel, its backbone or the stack
 itself. SGConv's baseline is its own initialisation (random sub-kernel weights with the
-multi-scale decay alpha^i), as HiPPO is S4's.
+multi-scale decay alpha^i), as HiPPO is S4's; a free kernel's is its N(0, kernel_init_std^2) draw.
 """
 from __future__ import annotations
 
@@ -34,22 +35,29 @@ import torch
 import xarray as xr
 
 from ..config import replace
+from ..free_conv_config import FreeConvConfig
 from ..model_config import model_config_to_dict
+from ..models.free_conv import FreeConvEncoder
 from ..models.sgconv import SGConvEncoder
 from ..models.ssm import ConvStack, SSMEncoder
 from ..sgconv_config import SGConvConfig
 from ..ssm_config import SSMConfig
 
+# The convolution stack of each config whose layers have kernels: the kernel analyses' baselines.
+_CONV_CONFIGS = {SSMConfig: SSMEncoder, SGConvConfig: SGConvEncoder,
+                 FreeConvConfig: FreeConvEncoder}
+
 
 def find_ssm_encoder(model: torch.nn.Module) -> ConvStack:
-    """The (first) convolution stack inside `model`: an SSMEncoder or an SGConvEncoder."""
+    """The (first) convolution stack inside `model`: an SSMEncoder, SGConvEncoder or
+    FreeConvEncoder."""
     for m in model.modules():
         if isinstance(m, ConvStack):
             return m
     raise TypeError(f"{type(model).__name__} has no convolution layers (SSMEncoder / "
-                    f"SGConvEncoder); kernel_decay needs an S4, S4D, DLR or SGConv model (built "
-                    f"from an SSMConfig or an SGConvConfig); for any other layer stack use "
-                    f"spt.analysis.receptive_field")
+                    f"SGConvEncoder / FreeConvEncoder); kernel_decay needs an S4, S4D, DLR, SGConv "
+                    f"or free-convolution model (built from an SSMConfig, SGConvConfig or "
+                    f"FreeConvConfig); for any other layer stack use spt.analysis.receptive_field")
 
 
 def abs_kernels(enc: ConvStack, L: int) -> np.ndarray:
@@ -99,16 +107,16 @@ def kernel_decay(model: torch.nn.Module, L: int) -> xr.DataArray:
 
 def baseline_encoder(model_or_cfg, seed: int = 0) -> ConvStack:
     """A fresh stack (eval mode) with the config of `model_or_cfg` at its structured
-    initialisation (a random-init SSM config gets its kind's structured default; SGConv: its own
-    init), drawn with `seed` without touching the caller's random state: the baseline of the
-    kernel analyses."""
-    cfg = (model_or_cfg if isinstance(model_or_cfg, (SSMConfig, SGConvConfig))
+    initialisation (a random-init SSM config gets its kind's structured default; SGConv and a free
+    convolution: their own init), drawn with `seed` without touching the caller's random state:
+    the baseline of the kernel analyses."""
+    cfg = (model_or_cfg if isinstance(model_or_cfg, tuple(_CONV_CONFIGS))
            else find_ssm_encoder(model_or_cfg).cfg)
     if isinstance(cfg, SSMConfig) and cfg.is_random_init:
         cfg = replace(cfg, init=cfg.structured_init)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        return (SGConvEncoder(cfg) if isinstance(cfg, SGConvConfig) else SSMEncoder(cfg)).eval()
+        return _CONV_CONFIGS[type(cfg)](cfg).eval()
 
 
 def kernel_decay_baseline(model_or_cfg, L: int, seed: int = 0) -> xr.DataArray:

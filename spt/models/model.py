@@ -8,9 +8,9 @@ checkpoint's backbone can be loaded strictly by name.
 The layer stack is the seam between the architectures: any ``nn.Module`` with
 ``forward(x (B, L, D), valid (B, L) bool or None) -> (B, L, D)`` and a ``causal`` attribute (True
 when position t only sees positions <= t) can be a Backbone's ``layers``. :func:`build_layers` makes
-the stack of a model config (Transformer, SSM, SGConv, a mixer of :mod:`spt.mixer_config`, or a
-:class:`~spt.layer_config.LayerConfig` naming any user layer class, :mod:`spt.models.user_layers`)
-and :func:`build_backbone` the whole backbone.
+the stack of a model config (Transformer, SSM, SGConv, free convolution, a mixer of
+:mod:`spt.mixer_config`, or a :class:`~spt.layer_config.LayerConfig` naming any user layer class,
+:mod:`spt.models.user_layers`) and :func:`build_backbone` the whole backbone.
 
 Pair tasks (``TaskSpec.pair``, LRA Retrieval) get a :class:`DualEncoderModel`: the same one
 backbone encodes each document (shared weights, same parameter names, so a backbone pretrained on
@@ -30,12 +30,14 @@ import torch.nn as nn
 from ..compat import upgrade_spec
 from ..config import ObjectiveConfig, TransformerConfig
 from ..data.task import TaskSpec
+from ..free_conv_config import FreeConvConfig
 from ..layer_config import LayerConfig
 from ..mixer_config import MixerConfig
 from ..model_config import ModelConfigType, model_config_from_dict
 from ..sgconv_config import SGConvConfig
 from ..ssm_config import SSMConfig
 from .dropout import Dropout
+from .free_conv import FreeConvEncoder
 from .heads import ClassifierHead, ContinuousEncoder, PairClassifierHead, TokenEncoder, TokenHead
 from .hub_mixin import HubMixin, NotAnSptCheckpoint, hub_config
 from .init import apply_init_
@@ -49,8 +51,8 @@ from .user_layers import LayerStack
 # The layer stack of each kind of model config; a subclass of a key (each mixer config of
 # spt.mixer_config) takes its base class's stack.
 STACKS: dict[type, type] = {TransformerConfig: TransformerEncoder, SSMConfig: SSMEncoder,
-                            SGConvConfig: SGConvEncoder, LayerConfig: LayerStack,
-                            MixerConfig: MixerStack}
+                            SGConvConfig: SGConvEncoder, FreeConvConfig: FreeConvEncoder,
+                            LayerConfig: LayerStack, MixerConfig: MixerStack}
 
 
 def build_layers(cfg: ModelConfigType) -> nn.Module:

@@ -295,7 +295,7 @@ class ConvBlock(nn.Module):
     """One residual block around a long convolution: norm -> (K * z + D z) -> GELU -> linear/GLU.
     forward(x (B, L, H), valid (B, L) or None) -> (B, L, H). The kernel module comes from
     ``kernel_fn(cfg, n_dir)`` and is called as ``kernel(L) -> (n_dir, H, L)`` (S4 / S4D / DLR
-    here, SGConv in :mod:`spt.models.sgconv`)."""
+    here, SGConv in :mod:`spt.models.sgconv`, a free kernel in :mod:`spt.models.free_conv`)."""
 
     def __init__(self, cfg, kernel_fn: Callable):
         super().__init__()
@@ -405,8 +405,10 @@ class ConvStack(nn.Module):
 
     @torch.no_grad()
     def kernels(self, L: int) -> list[torch.Tensor]:
-        """The convolution kernel of every layer: a list of (n_dir, H, L) float tensors."""
-        return [cap_reach(block.kernel(L), block.reach).float() for block in self.blocks]
+        """The convolution kernel of every layer: a list of (n_dir, H, L) float tensors, copies
+        that need no gradient (a free kernel, :mod:`spt.models.free_conv`, is a slice of its
+        parameter: a view of it would still require grad and share its storage)."""
+        return [cap_reach(block.kernel(L), block.reach).float().clone() for block in self.blocks]
 
 
 class SSMEncoder(ConvStack):

@@ -19,11 +19,11 @@ from .job import Entry, GridPreset
 
 
 def model_name(cfg) -> str:
-    """The "model" coordinate of a model config: transformer, s4 / s4d / dlr, sgconv, or the
-    lower-cased class name of a LayerConfig's layer."""
+    """The "model" coordinate of a model config: transformer, s4 / s4d / dlr, sgconv, free_conv,
+    or the lower-cased class name of a LayerConfig's layer."""
     if isinstance(cfg, TransformerConfig):
         return "transformer"
-    if isinstance(cfg, SSMConfig) or getattr(type(cfg), "kind", None):  # S4 / DLR, mixers
+    if isinstance(cfg, SSMConfig) or getattr(type(cfg), "kind", None):  # S4 / DLR, convs, mixers
         return cfg.kind
     layer = getattr(cfg, "layer", None)
     if isinstance(layer, str):
@@ -77,8 +77,8 @@ def with_models(p: GridPreset, models: Optional[dict], study: str,
                 like: Optional[str] = None) -> GridPreset:
     """The preset with your models beside its own.
 
-    models : {name: model config} (TransformerConfig, SSMConfig, SGConvConfig, or a LayerConfig
-             holding your own layer class), or {name: layer spec}, the JSON form of a layer that
+    models : {name: model config} (TransformerConfig, SSMConfig, SGConvConfig, FreeConvConfig, or a
+             LayerConfig holding your own layer class), or {name: layer spec}, the JSON form of a layer that
              `spt study run --model` and the notebooks' `models` parameter carry
              (:func:`layer_from_spec`: sized like the `like` model). For each, every entry of the
              `like` model is copied with coordinate model=name and that config, its max_len set to
@@ -116,7 +116,7 @@ def with_models(p: GridPreset, models: Optional[dict], study: str,
             cfg = layer_from_spec(cfg, like_cfg, f"study {study}: models[{name!r}]")
         if not hasattr(cfg, "max_len") or not hasattr(cfg, "d_model"):
             raise TypeError(f"study {study}: models[{name!r}] must be a model config "
-                            f"(TransformerConfig, SSMConfig, SGConvConfig or "
+                            f"(TransformerConfig, SSMConfig, SGConvConfig, FreeConvConfig or "
                             f"spt.layer_config.LayerConfig), got {type(cfg).__name__}")
         for e in [e for e in entries if dict(e.coords)["model"] == like]:
             arm = dataclasses.replace(e.job, model=_as_in(cfg, e.job.model), note="")
