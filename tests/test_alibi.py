@@ -8,7 +8,8 @@ from spt.config import ObjectiveConfig, TransformerConfig
 from spt.data.task import TaskSpec
 from spt.model_config import model_config_from_dict, model_config_to_dict
 from spt.models import classifier_model, count_parameters, pretraining_model
-from spt.models.attention import Attention, alibi_bias, alibi_slopes, attention_ref, full_attention
+from spt.models.attention import Attention, attention_ref, full_attention
+from spt.models.positions import alibi_bias, alibi_slopes
 
 # |i - j| for L = 4, written out
 DIST4 = torch.tensor([[0., 1., 2., 3.],
@@ -118,6 +119,10 @@ def test_an_alibi_model_builds_trains_and_has_no_position_parameters(causal):
     grads = [p.grad for p in model.parameters() if p.requires_grad]
     assert all(g is not None and torch.isfinite(g).all() for g in grads)
     pretraining_model(cfg, TOK, ObjectiveConfig("causal" if causal else "masked", loss="ce"))
+    # the same weights without the bias load strictly (no extra state) and compute another function
+    plain = classifier_model(_cfg(positions="none", causal=causal), TOK)
+    plain.load_state_dict(model.state_dict())
+    assert not torch.allclose(plain(x, valid), out)
 
 
 @pytest.mark.parametrize("causal", [False, True])

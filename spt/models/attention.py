@@ -25,7 +25,7 @@ band condition on the gathered keys: memory grows as L·3w.
 
 ALiBi (``TransformerConfig.positions="alibi"``; Press, Smith & Lewis, "Train Short, Test Long:
 Attention with Linear Biases", ICLR 2022): each head h adds the fixed bias -m_h |i - j| to its
-scaled scores QKᵀ/√d before the softmax (:func:`alibi_slopes`, :func:`alibi_bias`). Causal layers
+scaled scores QKᵀ/√d before the softmax (spt.models.positions.alibi_bias). Causal layers
 see only j <= i, where the bias is the paper's -m_h (i - j). Every path takes it: the reference adds
 it, SDPA gets it as a float ``attn_mask`` (-inf on the keys a query may not see), flash-attn as
 ``alibi_slopes`` (its bias is -slope |i + Lk - Lq - j| on the scaled scores, the same for self-
@@ -40,7 +40,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .positions import apply_rotary
+from .positions import alibi_bias, alibi_slopes, apply_rotary
 
 try:  # optional fast path; flash-attn only builds against CUDA
     from flash_attn import flash_attn_func as _flash_attn_func  # type: ignore
@@ -50,22 +50,6 @@ except Exception:  # pragma: no cover - depends on the machine
 FLASH_AVAILABLE = _flash_attn_func is not None
 
 
-def alibi_slopes(n_heads: int, device=None) -> torch.Tensor:
-    """(H,) float32 ALiBi slopes m_h = 2^(-8 (h + 1) / H), h = 0..H-1: the geometric sequence
-    from 2^(-8/H) down to 2^(-8). For H a power of two these are Press et al.'s slopes (H = 4:
-    1/4, 1/16, 1/64, 1/256); for other H the same formula (the paper interleaves slopes of the
-    neighbouring powers of two instead)."""
-    h = torch.arange(1, n_heads + 1, device=device, dtype=torch.float32)
-    return torch.exp2(-8.0 * h / n_heads)
-
-
-def alibi_bias(slopes: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
-    """The symmetric ALiBi bias -m_h |i - j|. slopes (H,), q_pos (Lq,), k_pos (Lk,) -> (H, Lq, Lk)
-    float32. No parameters: the bias is fixed."""
-    dist = (q_pos[:, None] - k_pos[None, :]).abs().to(torch.float32)
-    return -slopes[:, None, None] * dist
-
-
 def attention_ref(q, k, v, key_valid=None, causal=False, dropout_p=0.0, allowed=None, bias=None):
     """Reference attention in plain torch.
 
@@ -73,7 +57,7 @@ def attention_ref(q, k, v, key_valid=None, causal=False, dropout_p=0.0, allowed=
     key_valid : (B, Lk) bool or None - False keys are never attended.
     allowed   : optional (..., Lq, Lk) bool mask broadcastable to (B, H, Lq, Lk).
     bias      : optional (..., Lq, Lk) float, broadcastable to (B, H, Lq, Lk), added to the scaled
-                scores before the softmax (ALiBi: :func:`alibi_bias`).
+                scores before the softmax (ALiBi: positions.alibi_bias).
     returns   : (B, H, Lq, D)
     """
     scores = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
@@ -129,7 +113,7 @@ def full_attention(q, k, v, key_valid=None, causal=False, dropout_p=0.0, backend
                 mask's values: no host-device sync, one graph under ``torch.compile``. Callers
                 pass None for unpadded batches to get flash-attn / SDPA without a mask (the
                 engine does, deciding once per batch on the CPU copy of ``valid``).
-    slopes    : None, or (H,) float32 ALiBi slopes (:func:`alibi_slopes`): every backend adds
+    slopes    : None, or (H,) float32 ALiBi slopes (positions.alibi_slopes): every backend adds
                 the bias -m_h |i - j| to the scaled scores.
     """
     if backend == "flash":
