@@ -157,3 +157,21 @@ def test_alibi_config_round_trips_and_is_a_positions_choice():
     assert model_config_from_dict(d) == cfg
     with pytest.raises(ValueError, match="positions"):
         _cfg(positions="alibii")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True])
+def test_cuda_fast_paths_with_alibi_match_the_reference_in_bf16(causal):
+    """SDPA on CUDA and flash-attn's alibi_slopes (when installed) vs the float32 reference with
+    the bias: at most ~2x the error of torch's own bf16 reference computation."""
+    from spt.models import attention as A
+    H, L = 4, 256
+    q, k, v = (t.float().cuda() for t in _qkv(2, H, L, 64, seed=3))
+    bias = _bias(H, L).float().cuda()
+    ref = attention_ref(q, k, v, causal=causal, bias=bias)
+    lo = [t.bfloat16() for t in (q, k, v)]
+    torch_err = (attention_ref(*lo, causal=causal, bias=bias).float() - ref).abs().max()
+    slopes = alibi_slopes(H, "cuda")
+    for backend in ["sdpa"] + (["flash"] if A.FLASH_AVAILABLE else []):
+        out = full_attention(*lo, causal=causal, backend=backend, slopes=slopes).float()
+        assert (out - ref).abs().max() <= 2 * torch_err + 1e-3, backend
