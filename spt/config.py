@@ -56,9 +56,9 @@ class TransformerConfig:
                   -m_h |i - j| to head h's scaled scores in every layer, in its symmetric form
                   for bidirectional models (causal ones see j <= i: the paper's -m_h (i - j)).
                   Slopes m_h = 2^(-8 (h + 1) / n_heads), h = 0..n_heads-1: the paper's for
-                  n_heads a power of two, the same formula otherwise (the paper interleaves
-                  slopes there). Fixed, not learned: no parameters. A locality prior: near keys
-                  start out favoured (spt.models.attention.alibi_bias).
+                  n_heads a power of two, the same formula otherwise (the paper's code fills in
+                  slopes from the next power of two there). Fixed, not learned: no parameters. A
+                  locality prior: near keys start out favoured (spt.models.positions.alibi_bias).
     causal      : unidirectional (next-token) model; otherwise bidirectional.
     pooling     : how the finetuning head pools the sequence: "mean" | "max" | "last".
     head        : the finetuning head after pooling: "mlp" (Linear(d, d) -> GELU -> Linear(d, n_out))
