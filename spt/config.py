@@ -21,7 +21,7 @@ from typing import Literal, Optional
 
 from .compat import LATER_TRAIN_FIELDS  # noqa: F401  (public here: the TrainConfig fields files may lack)
 
-Positions = Literal["sinusoidal", "learned", "rotary", "none"]
+Positions = Literal["sinusoidal", "learned", "rotary", "alibi", "none"]
 Pooling = Literal["mean", "max", "last"]
 # The classifier after pooling: "mlp" Linear(d, d) -> GELU -> Linear(d, n_out); "linear" one
 # Linear(d, n_out) (the paper's authors' `sequence` decoder; see spt.models.heads).
@@ -49,7 +49,16 @@ class TransformerConfig:
     """A pre-LayerNorm Transformer encoder.
 
     d_model, n_layers, n_heads, d_ff : sizes (Table 4 "Features", "Depth", "Num Attn. Heads", "FF size").
-    positions   : "sinusoidal" | "learned" | "rotary" | "none".
+    positions   : "sinusoidal" | "learned" | "rotary" | "alibi" | "none". "sinusoidal" and "learned"
+                  add a table to the inputs; "rotary" rotates q and k in every layer; "alibi"
+                  (Press, Smith & Lewis, "Train Short, Test Long: Attention with Linear Biases",
+                  ICLR 2022) adds nothing to the inputs and instead adds the fixed bias
+                  -m_h |i - j| to head h's scaled scores in every layer, in its symmetric form
+                  for bidirectional models (causal ones see j <= i: the paper's -m_h (i - j)).
+                  Slopes m_h = 2^(-8 (h + 1) / n_heads), h = 0..n_heads-1: the paper's for
+                  n_heads a power of two, the same formula otherwise (the paper's code fills in
+                  slopes from the next power of two there). Fixed, not learned: no parameters. A
+                  locality prior: near keys start out favoured (spt.models.positions.alibi_bias).
     causal      : unidirectional (next-token) model; otherwise bidirectional.
     pooling     : how the finetuning head pools the sequence: "mean" | "max" | "last".
     head        : the finetuning head after pooling: "mlp" (Linear(d, d) -> GELU -> Linear(d, n_out))

@@ -25,7 +25,7 @@ def inputs_for(spec, B, L, g):
 
 
 @pytest.mark.parametrize("spec", [TOK, CONT])
-@pytest.mark.parametrize("positions", ["sinusoidal", "learned", "rotary"])
+@pytest.mark.parametrize("positions", ["sinusoidal", "learned", "rotary", "alibi"])
 @pytest.mark.parametrize("local_block", [None, 8])
 def test_causal_model_never_sees_the_future(spec, positions, local_block):
     torch.manual_seed(0)

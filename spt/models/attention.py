@@ -22,6 +22,14 @@ Banded attention (``TransformerConfig.reach=w``, the range probe's cap): query i
 only when |i - j| <= w (and j <= i when causal). It runs on the neighbour-block path with blocks of
 max(w, 1) tokens, every key within w of a query lying in its own or a neighbouring block, plus the
 band condition on the gathered keys: memory grows as L·3w.
+
+ALiBi (``TransformerConfig.positions="alibi"``; Press, Smith & Lewis, "Train Short, Test Long:
+Attention with Linear Biases", ICLR 2022): each head h adds the fixed bias -m_h |i - j| to its
+scaled scores QKᵀ/√d before the softmax (spt.models.positions.alibi_bias). Causal layers
+see only j <= i, where the bias is the paper's -m_h (i - j). Every path takes it: the reference adds
+it, SDPA gets it as a float ``attn_mask`` (-inf on the keys a query may not see), flash-attn as
+``alibi_slopes`` (its bias is -slope |i + Lk - Lq - j| on the scaled scores, the same for self-
+attention), and the neighbour-block path adds it over the gathered key slots.
 """
 from __future__ import annotations
 
@@ -32,7 +40,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .positions import apply_rotary
+from .positions import alibi_bias, alibi_slopes, apply_rotary
 
 try:  # optional fast path; flash-attn only builds against CUDA
     from flash_attn import flash_attn_func as _flash_attn_func  # type: ignore
@@ -42,15 +50,19 @@ except Exception:  # pragma: no cover - depends on the machine
 FLASH_AVAILABLE = _flash_attn_func is not None
 
 
-def attention_ref(q, k, v, key_valid=None, causal=False, dropout_p=0.0, allowed=None):
+def attention_ref(q, k, v, key_valid=None, causal=False, dropout_p=0.0, allowed=None, bias=None):
     """Reference attention in plain torch.
 
     q, k, v   : (B, H, Lq, D), (B, H, Lk, D), (B, H, Lk, D)
     key_valid : (B, Lk) bool or None - False keys are never attended.
     allowed   : optional (..., Lq, Lk) bool mask broadcastable to (B, H, Lq, Lk).
+    bias      : optional (..., Lq, Lk) float, broadcastable to (B, H, Lq, Lk), added to the scaled
+                scores before the softmax (ALiBi: positions.alibi_bias).
     returns   : (B, H, Lq, D)
     """
     scores = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    if bias is not None:
+        scores = scores + bias.to(scores.dtype)
     ok = torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device)
     if causal:
         ok = torch.ones_like(ok).tril(diagonal=k.shape[-2] - q.shape[-2])
@@ -67,18 +79,33 @@ def attention_ref(q, k, v, key_valid=None, causal=False, dropout_p=0.0, allowed=
     return p @ v
 
 
-def _sdpa(q, k, v, key_valid, causal, dropout_p):
-    """SDPA with a broadcast key mask; q, k, v (B, H, L, D)."""
-    if key_valid is None:
+def _with_bias(mask: Optional[torch.Tensor], bias: torch.Tensor, dtype) -> torch.Tensor:
+    """One float SDPA mask from a bool mask (None: all allowed) and a float bias: the bias where
+    allowed, -inf elsewhere (SDPA takes a single mask)."""
+    bias = bias.to(dtype)
+    if mask is None:
+        return bias
+    return torch.where(mask, bias, torch.tensor(float("-inf"), dtype=dtype, device=bias.device))
+
+
+def _sdpa(q, k, v, key_valid, causal, dropout_p, slopes=None):
+    """SDPA with a broadcast key mask; q, k, v (B, H, L, D); slopes (H,) or None (ALiBi)."""
+    L = q.shape[-2]
+    if slopes is None and key_valid is None:
         return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=causal)
-    mask = key_valid[:, None, None, :]  # (B, 1, 1, L): broadcast, not an L x L matrix
+    # (B, 1, 1, L): broadcast, not an L x L matrix
+    mask = None if key_valid is None else key_valid[:, None, None, :]
     if causal:
-        L = q.shape[-2]
-        mask = mask & torch.ones(L, L, dtype=torch.bool, device=q.device).tril()
+        tril = torch.ones(L, L, dtype=torch.bool, device=q.device).tril()
+        mask = tril if mask is None else mask & tril
+    if slopes is not None:
+        pos = torch.arange(L, device=q.device)
+        mask = _with_bias(mask, alibi_bias(slopes, pos, pos), q.dtype)  # (H, L, L) or (B, H, L, L)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
 
 
-def full_attention(q, k, v, key_valid=None, causal=False, dropout_p=0.0, backend="auto"):
+def full_attention(q, k, v, key_valid=None, causal=False, dropout_p=0.0, backend="auto",
+                   slopes=None):
     """Full attention through the chosen backend. q, k, v: (B, H, L, D) -> (B, H, L, D).
 
     key_valid : (B, L) bool, or None for a batch without padding. The backend is chosen from
@@ -86,6 +113,8 @@ def full_attention(q, k, v, key_valid=None, causal=False, dropout_p=0.0, backend
                 mask's values: no host-device sync, one graph under ``torch.compile``. Callers
                 pass None for unpadded batches to get flash-attn / SDPA without a mask (the
                 engine does, deciding once per batch on the CPU copy of ``valid``).
+    slopes    : None, or (H,) float32 ALiBi slopes (positions.alibi_slopes): every backend adds
+                the bias -m_h |i - j| to the scaled scores.
     """
     if backend == "flash":
         if not FLASH_AVAILABLE:
@@ -100,11 +129,16 @@ def full_attention(q, k, v, key_valid=None, causal=False, dropout_p=0.0, backend
         and q.dtype in (torch.float16, torch.bfloat16)))
     if use_flash:
         out = _flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                               dropout_p=dropout_p, causal=causal)  # flash layout: B, L, H, D
+                               dropout_p=dropout_p, causal=causal,  # flash layout: B, L, H, D
+                               **({} if slopes is None else {"alibi_slopes": slopes}))
         return out.transpose(1, 2)
     if backend == "manual":
-        return attention_ref(q, k, v, key_valid, causal, dropout_p)
-    return _sdpa(q, k, v, key_valid, causal, dropout_p)
+        bias = None
+        if slopes is not None:
+            pos = torch.arange(q.shape[-2], device=q.device)
+            bias = alibi_bias(slopes, pos, pos)
+        return attention_ref(q, k, v, key_valid, causal, dropout_p, bias=bias)
+    return _sdpa(q, k, v, key_valid, causal, dropout_p, slopes)
 
 
 def _all_true(key_valid: torch.Tensor) -> bool:
@@ -125,12 +159,13 @@ def _blocks_with_neighbours(x: torch.Tensor, W: int, causal: bool) -> torch.Tens
 
 
 def local_attention(q, k, v, block: int, key_valid=None, causal=False, dropout_p=0.0,
-                    backend="auto", band: Optional[int] = None):
+                    backend="auto", band: Optional[int] = None, slopes=None):
     """Neighbour-block local attention.
 
     q, k, v   : (B, H, L, D); L need not be a multiple of `block` (it is padded internally).
     key_valid : (B, L) bool or None.
     band      : None, or w <= block: query i also needs |i - j| <= w (banded attention).
+    slopes    : None, or (H,) ALiBi slopes: the bias -m_h |i - j| over the gathered keys.
     returns   : (B, H, L, D). Query i attends to key j iff |blk(i) - blk(j)| <= 1 (bidirectional)
                 or 0 <= blk(i) - blk(j) <= 1 and j <= i (causal), and key j is valid.
     """
@@ -167,13 +202,20 @@ def local_attention(q, k, v, block: int, key_valid=None, causal=False, dropout_p
         qpos = torch.arange(W, device=q.device)[:, None]
         slot = torch.arange(n * W, device=q.device)[None, :]
         mask = mask & ((slot - W - qpos).abs() <= band)
+    bias = None
+    if slopes is not None:  # the key at gathered slot s sits at (s - W) from the block start
+        bias = alibi_bias(slopes, torch.arange(W, device=q.device),
+                          torch.arange(n * W, device=q.device) - W)[:, None]  # (H, 1, W, nW)
     qb = q.view(B, H, nb, W, D)
     if backend == "manual":
         out = attention_ref(qb.flatten(1, 2), kb.flatten(1, 2), vb.flatten(1, 2),
                             allowed=mask.expand(B, H, nb, -1, -1).flatten(1, 2),
+                            bias=None if bias is None else bias.expand(B, H, nb, -1, -1).flatten(1, 2),
                             dropout_p=dropout_p).view(B, H, nb, W, D)
     else:  # fused kernels want 4-D inputs: fold the blocks into the batch, (B*nb, H, ., D)
         fold = lambda t: t.transpose(1, 2).flatten(0, 1)  # noqa: E731
+        if bias is not None:  # (B, H, nb, W, nW): the bias where allowed, -inf elsewhere
+            mask = _with_bias(mask, bias.expand(B, H, nb, W, n * W), q.dtype)
         out = F.scaled_dot_product_attention(fold(qb), fold(kb), fold(vb),
                                              attn_mask=fold(mask), dropout_p=dropout_p)
         out = out.view(B, nb, H, W, D).transpose(1, 2)
@@ -181,15 +223,20 @@ def local_attention(q, k, v, block: int, key_valid=None, causal=False, dropout_p
 
 
 class Attention(nn.Module):
-    """Multi-head self-attention. x (B, L, d_model), valid (B, L) bool -> (B, L, d_model)."""
+    """Multi-head self-attention. x (B, L, d_model), valid (B, L) bool -> (B, L, d_model).
+
+    rotary : rotate q and k by position (Su et al. 2021).
+    alibi  : add the fixed bias -m_h |i - j| to each head's scores (Press et al. 2022); no
+             parameters, the slopes are recomputed from n_heads.
+    """
 
     def __init__(self, d_model: int, n_heads: int, *, causal: bool = False, dropout: float = 0.0,
                  rotary: bool = False, local_block: Optional[int] = None, backend: str = "auto",
-                 reach: Optional[int] = None):
+                 reach: Optional[int] = None, alibi: bool = False):
         super().__init__()
         self.n_heads, self.causal, self.dropout = n_heads, causal, dropout
         self.rotary, self.local_block, self.backend = rotary, local_block, backend
-        self.reach = reach
+        self.reach, self.alibi = reach, alibi
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.out = nn.Linear(d_model, d_model)
 
@@ -199,11 +246,13 @@ class Attention(nn.Module):
         if self.rotary:
             q, k = apply_rotary(q), apply_rotary(k)
         p = self.dropout if self.training else 0.0
+        slopes = alibi_slopes(self.n_heads, q.device) if self.alibi else None
         if self.reach is not None:
             y = local_attention(q, k, v, max(self.reach, 1), valid, self.causal, p, self.backend,
-                                band=self.reach)
+                                band=self.reach, slopes=slopes)
         elif self.local_block is not None and L > self.local_block:
-            y = local_attention(q, k, v, self.local_block, valid, self.causal, p, self.backend)
+            y = local_attention(q, k, v, self.local_block, valid, self.causal, p, self.backend,
+                                slopes=slopes)
         else:
-            y = full_attention(q, k, v, valid, self.causal, p, self.backend)
+            y = full_attention(q, k, v, valid, self.causal, p, self.backend, slopes)
         return self.out(y.transpose(1, 2).reshape(B, L, d))

@@ -111,8 +111,8 @@ class Backbone(nn.Module):
 
 def build_backbone(cfg: ModelConfigType, spec: TaskSpec) -> Backbone:
     """The backbone of a model config for a task: its input encoder, the position table the config
-    asks for (``cfg.positions`` "sinusoidal" or "learned"; rotary lives in the attention, SSMs have
-    none) and its layer stack (:func:`build_layers`)."""
+    asks for (``cfg.positions`` "sinusoidal" or "learned"; rotary and alibi live in the attention,
+    SSMs have none) and its layer stack (:func:`build_layers`)."""
     encoder = input_encoder(spec, cfg.d_model)
     positions = None
     if cfg.positions in ("sinusoidal", "learned"):

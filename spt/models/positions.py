@@ -1,4 +1,5 @@
-"""Position information: sinusoidal and learned tables (added to the input), rotary (in attention)."""
+"""Position information: sinusoidal and learned tables (added to the input), rotary and ALiBi (in
+attention)."""
 from __future__ import annotations
 
 import math
@@ -52,3 +53,20 @@ def apply_rotary(x: torch.Tensor) -> torch.Tensor:
     x1, x2 = x[..., 0::2], x[..., 1::2]
     out = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
     return out.flatten(-2)
+
+
+def alibi_slopes(n_heads: int, device=None) -> torch.Tensor:
+    """(H,) float32 ALiBi slopes m_h = 2^(-8 (h + 1) / H), h = 0..H-1: the geometric sequence
+    from 2^(-8/H) down to 2^(-8). For H a power of two these are the slopes of Press, Smith & Lewis
+    (ICLR 2022) (H = 4: 1/4, 1/16, 1/64, 1/256). For other H this is the same formula; the paper's
+    code instead takes the slopes of the largest power of two 2^k < H and fills the rest with
+    every other slope of 2^(k+1)."""
+    h = torch.arange(1, n_heads + 1, device=device, dtype=torch.float32)
+    return torch.exp2(-8.0 * h / n_heads)
+
+
+def alibi_bias(slopes: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
+    """The symmetric ALiBi bias -m_h |i - j|. slopes (H,), q_pos (Lq,), k_pos (Lk,) -> (H, Lq, Lk)
+    float32. No parameters: the bias is fixed."""
+    dist = (q_pos[:, None] - k_pos[None, :]).abs().to(torch.float32)
+    return -slopes[:, None, None] * dist
