@@ -194,13 +194,13 @@ def fieller_ratio(a: np.ndarray, b: np.ndarray, level: float = 0.95) -> tuple:
     keep = np.isfinite(a) & np.isfinite(b)
     a, b = a[keep], b[keep]
     n = len(a)
+    ma, mb = (a.mean(), b.mean()) if n else (np.nan, np.nan)
+    ratio = float(ma / mb) if n and mb != 0 else float("nan")
     if n < 2:
-        return (float(a.mean() / b.mean()) if n else float("nan"), float("nan"), float("nan"))
-    ma, mb = a.mean(), b.mean()
+        return ratio, float("nan"), float("nan")
     cov = np.cov(a, b, ddof=1)
     t2 = student_t.ppf(0.5 + level / 2, n - 1) ** 2 / n
     qa, qb, qc = mb ** 2 - t2 * cov[1, 1], -2 * (ma * mb - t2 * cov[0, 1]), ma ** 2 - t2 * cov[0, 0]
-    ratio = float(ma / mb) if mb != 0 else float("nan")
     disc = qb ** 2 - 4 * qa * qc
     if qa <= 0 or disc < 0:
         return ratio, float("-inf"), float("inf")

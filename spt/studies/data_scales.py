@@ -159,4 +159,5 @@ def table(ds: xr.Dataset):
 
 
 STUDY = Study(NAME, "Fig. 3: S4 across data scales, scratch vs. SPT at fixed pretraining steps",
-              ("task", "fraction", "init", "seed"), PRESETS, table, takes_models=True)
+              ("task", "fraction", "init", "seed"), PRESETS, table, takes_models=True,
+              takes_baselines=True)

@@ -113,4 +113,5 @@ def table(ds: xr.Dataset):
 
 
 STUDY = Study(NAME, "Table 7 and Fig. 2: S4 and DLR, structured vs. random init, scratch vs. SPT",
-              ("task", "model", "ssm_init", "init", "seed"), PRESETS, table, takes_models=True)
+              ("task", "model", "ssm_init", "init", "seed"), PRESETS, table, takes_models=True,
+              takes_baselines=True)

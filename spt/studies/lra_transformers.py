@@ -130,4 +130,5 @@ def table(ds: xr.Dataset):
 
 
 STUDY = Study(NAME, "Table 1: Transformers of Tay et al.'s sizes, scratch vs. masked and causal SPT",
-              ("task", "init", "seed"), PRESETS, table, takes_models=True)
+              ("task", "init", "seed"), PRESETS, table, takes_models=True,
+              takes_baselines=True)

@@ -94,4 +94,5 @@ def table(ds: xr.Dataset):
 
 
 STUDY = Study(NAME, "Table 3: Speech Commands, sCIFAR and BIDMC, Transformers and S4, scratch vs. SPT",
-              ("task", "model", "init", "seed"), PRESETS, table, takes_models=True)
+              ("task", "model", "init", "seed"), PRESETS, table, takes_models=True,
+              takes_baselines=True)

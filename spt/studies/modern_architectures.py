@@ -288,4 +288,5 @@ def table(ds: xr.Dataset):
 STUDY = Study(NAME, "Today's mixers (Mamba, Mamba-2, Gated DeltaNet, GLA, LRU) beside the rotary "
               "Transformer and S4: scratch vs. masked and causal SPT",
               ("task", "model", "init", "seed"), PRESETS, table, takes_models=True,
+              takes_baselines=True,
               models_like="mamba")

@@ -43,7 +43,7 @@ import numpy as np
 import xarray as xr
 
 from ..analysis.range_probe import capped, needed_span
-from ..config import ObjectiveConfig, TrainConfig, TransformerConfig, replace
+from ..config import TrainConfig, TransformerConfig, replace
 from ..free_conv_config import FreeConvConfig
 from ..paper import ssm_row, transformer_row
 from ..results import format_share, paired_gain, share_recovered
@@ -52,7 +52,7 @@ from .arms import Arm, TaskRef
 from .job import Entry, GridPreset
 from .lra_transformers import task_ref
 from .paper_arms import scratch_arm, spt_arm
-from .smoke import fit_len, smoke_arm, smoke_digits
+from .smoke import smoke_arm, smoke_digits
 from .study import Study, need_root
 
 NAME = "14_priors_and_range"
@@ -233,7 +233,8 @@ def smoke(data_root=None) -> GridPreset:
     families, _ = paper_task_arms("image")
     small = {f: {k: smoke_arm(a, 64, epochs=1, d_model=16, n_layers=1) for k, a in arms.items()}
              for f, arms in families.items()}
-    probe = probe_arms(smoke_arm(paper_probe("image"), 64, epochs=1, d_model=16), (0, 8))
+    probe = probe_arms(smoke_arm(paper_probe("image"), 64, epochs=1, d_model=16, n_layers=1),
+                       (0, 8))
     return GridPreset("smoke", tuple(_entries("digits", ref, small, probe)), seeds=(0,), note=(
         "CPU smoke run: every prior arm from scratch and with SPT at d=16 x 1, one epoch per "
         "stage, 32 digits per split, and the probe at spans 0 and 8; checks the pipeline, not "

@@ -4,7 +4,8 @@
     study("00_quickstart")          # the quickstart too (it has no paper preset)
 
 STUDIES holds the paper's studies (notebooks 01-09), study 13 (today's mixers under the paper's
-protocol) and study 14 (cheap priors against SPT, and the range probe); :func:`study` also knows the quickstart.
+protocol) and study 14 (cheap priors against SPT, and the range probe); :func:`study` also knows
+the quickstart.
 """
 from __future__ import annotations
 

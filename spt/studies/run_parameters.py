@@ -1,9 +1,10 @@
 """A study notebook's parameters cell, made from :meth:`Study.run`'s parameters: declared once here.
 
 Every study notebook (01-09) runs its study with ``study.run(preset, out_dir, data_root=...,
-seeds=..., workers=..., device=..., tasks=..., models=...)``; its parameters cell declares those
-arguments, and only those the study takes (``tasks`` where its results have a "task" dim,
-``models`` where :attr:`Study.takes_models`). :func:`parameters_cell` writes that cell;
+seeds=..., workers=..., device=..., tasks=..., models=..., baselines=...)``; its parameters cell
+declares those arguments, and only those the study takes (``tasks`` where its results have a
+"task" dim, ``models`` where :attr:`Study.takes_models`, ``baselines`` where
+:attr:`Study.takes_baselines`). :func:`parameters_cell` writes that cell;
 tests/studies/test_study_texts.py checks that each notebook holds it word for word and passes every
 parameter to ``study.run``, and ``python tools/write_parameter_cells.py`` rewrites the cells after
 a change here.
@@ -57,6 +58,8 @@ def takes(study: Study, name: str) -> bool:
         return "task" in study.dims
     if name == "models":
         return study.takes_models
+    if name == "baselines":
+        return study.takes_baselines
     return True
 
 
@@ -84,6 +87,10 @@ def parameters(study: Study) -> list:
         "models": Parameter("models", "dict", "{}", 'your layers beside the preset\'s models, '
                             '{name: "module:Class"} or {name: {layer, kwargs, bidirectional}}: '
                             f"each gets the protocol of {like}, sized like it"),
+        "baselines": Parameter("baselines", "list", "[]", 'cheap priors trained from scratch '
+                               'beside each scratch arm, under init "scratch+<prior>": alibi '
+                               '(Transformers), tdi or free_conv (S4; study 14); empty: the '
+                               "preset's arms only"),
     }
     missing = set(run_arguments()) - set(table)
     if missing:

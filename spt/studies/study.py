@@ -107,6 +107,8 @@ class Study:
     presets  : {preset name: fn(data_root) -> GridPreset} ("smoke", "laptop", "paper", ...).
     make_table : fn(Dataset) -> DataFrame: our results beside the paper's.
     takes_models : whether your models (``models=``) can run beside the preset's own.
+    takes_baselines : whether cheap-prior baselines (``baselines=``) can run beside its scratch
+               arms (:func:`spt.studies.priors_and_range.with_baselines`).
     models_like : the preset's model whose arms yours copy ("": its first model).
     preset_from : fn(obj) -> GridPreset for presets given as objects (the quickstart's Setup).
     notebook_preset : for a notebook whose parameters are a preset's settings rather than a
@@ -123,6 +125,7 @@ class Study:
     presets: dict
     make_table: Callable
     takes_models: bool = False
+    takes_baselines: bool = False
     models_like: str = ""
     preset_from: Optional[Callable] = None
     notebook_preset: Optional[Callable] = None
@@ -167,6 +170,9 @@ class Study:
             from .yours import with_models
             p = with_models(p, models, self.name, like=self.models_like or None)
         if baselines:
+            if not self.takes_baselines:
+                raise ValueError(f"study {self.name} does not take cheap-prior baselines "
+                                 f"(baselines=): its arms are not scratch Transformers or S4s")
             from .priors_and_range import with_baselines
             p = with_baselines(p, baselines, self.name)
         return p
@@ -201,10 +207,10 @@ class Study:
             baselines: Optional[Sequence[str]] = None) -> xr.Dataset:
         """Run (or reuse) every cell of the preset; returns a Dataset over the study's dims
         (a "model" dim added by your `models`; init values "scratch+<prior>" added by
-        `baselines`, cheap priors trained from scratch beside each scratch arm). workers: cells in parallel processes (0: one
-        per core; the smoke preset's cells then run in this process); a different `workers` or
-        device agrees up to float rounding and reuses the finished cells
-        (:func:`spt.studies.cells.run_cells`)."""
+        `baselines`, cheap priors trained from scratch beside each scratch arm). workers: cells
+        in parallel processes (0: one per core; the smoke preset's cells then run in this
+        process); a different `workers` or device agrees up to float rounding and reuses the
+        finished cells (:func:`spt.studies.cells.run_cells`)."""
         p = self.preset(preset, data_root, tasks=tasks, models=models, baselines=baselines)
         check_data([e.task for e in p.entries], self.name)
         print(f"{self.name} [{p.name}]: {p.note}" + (f"\n{SMOKE_SAYS}" if p.name == "smoke" else ""))

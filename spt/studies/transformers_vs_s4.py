@@ -74,4 +74,5 @@ def table(ds: xr.Dataset):
 
 
 STUDY = Study(NAME, "Table 2 and Fig. 1: rotary Transformers and S4, scratch vs. masked SPT",
-              ("task", "model", "init", "seed"), PRESETS, table, takes_models=True)
+              ("task", "model", "init", "seed"), PRESETS, table, takes_models=True,
+              takes_baselines=True)

@@ -24,6 +24,6 @@ from .receptive_field_plots import fig_receptive_field
 
 __all__ = ["plot_gain_bars", "plot_training_curves", "fig1_model_init_bars", "fig2_initializations",
            "fig3_data_scales", "fig4_kernel_decay", "fig5_compute_tied", "fig5_training_curves",
-           "gain", "kernel_dataset", "fig_receptive_field", "fig_range_curve", "explore_kernels", "explore_data_scales",
-           "explore_training",
+           "gain", "kernel_dataset", "fig_receptive_field", "fig_range_curve", "explore_kernels",
+           "explore_data_scales", "explore_training",
            "KernelExplorer", "DataScalesExplorer", "TrainingExplorer"]

@@ -28,7 +28,7 @@ CHEAP = {
     "08_compute_tied": "task=image model=transformer spt_share=0.2",
     "09_model_scales": "model=s4 size=100000.0 init=spt",
     "13_modern_architectures": "task=image model=lru init=masked",
-    "14_priors_and_range": "task=listops model=s4 prior=tdi init=spt",
+    "14_priors_and_range": "task=listops model=s4 prior=free_conv init=spt",
 }
 
 
