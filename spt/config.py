@@ -59,6 +59,9 @@ class TransformerConfig:
                   n_heads a power of two, the same formula otherwise (the paper's code fills in
                   slopes from the next power of two there). Fixed, not learned: no parameters. A
                   locality prior: near keys start out favoured (spt.models.positions.alibi_bias).
+    locality_bias : add ALiBi's bias -m_h |i - j| (the slopes above) to every head's scores on top
+                  of the model's own positions (which Press et al. drop): a locality prior that
+                  keeps where each input is. With positions="alibi" it is already there (error).
     causal      : unidirectional (next-token) model; otherwise bidirectional.
     pooling     : how the finetuning head pools the sequence: "mean" | "max" | "last".
     head        : the finetuning head after pooling: "mlp" (Linear(d, d) -> GELU -> Linear(d, n_out))
@@ -88,6 +91,7 @@ class TransformerConfig:
     attention: AttentionBackend = "auto"
     head: Head = "mlp"
     reach: Optional[int] = None
+    locality_bias: bool = False
 
     def __post_init__(self):
         c = "TransformerConfig"
@@ -108,6 +112,9 @@ class TransformerConfig:
             _check_positive(c, "local_block", self.local_block)
         if self.reach is not None:
             _check_positive(c, "reach", self.reach, allow_zero=True)
+        if self.locality_bias and self.positions == "alibi":
+            raise ValueError(f"{c}: locality_bias=True adds ALiBi's bias on top of the positions; "
+                             f"positions='alibi' has it already: set one of them")
 
 
 @dataclass(frozen=True)

@@ -175,3 +175,31 @@ def test_cuda_fast_paths_with_alibi_match_the_reference_in_bf16(causal):
     for backend in ["sdpa"] + (["flash"] if A.FLASH_AVAILABLE else []):
         out = full_attention(*lo, causal=causal, backend=backend, slopes=slopes).float()
         assert (out - ref).abs().max() <= 2 * torch_err + 1e-3, backend
+
+
+@pytest.mark.parametrize("positions", ["learned", "sinusoidal", "rotary"])
+def test_locality_bias_adds_alibi_on_top_of_the_positions(positions):
+    """locality_bias keeps the model's positions (its parameters and state load strictly both
+    ways) and adds exactly ALiBi's bias: the same weights give the positions="none" + alibi layer's
+    attention on a model whose only position information is that bias."""
+    torch.manual_seed(0)
+    biased = classifier_model(_cfg(positions=positions, locality_bias=True), TOK).eval()
+    plain = classifier_model(_cfg(positions=positions), TOK).eval()
+    plain.load_state_dict(biased.state_dict())
+    assert count_parameters(plain) == count_parameters(biased)
+    x = torch.randint(0, 12, (2, 20))
+    assert not torch.allclose(plain(x), biased(x))
+    # layer by layer: the biased block's attention is the plain one's with ALiBi's bias added
+    att_b, att_p = biased.backbone.layers.blocks[0].attn, plain.backbone.layers.blocks[0].attn
+    h = torch.randn(2, 20, 16)
+    q, k, v = att_b.qkv(h).view(2, 20, 3, 4, 4).permute(2, 0, 3, 1, 4)
+    if positions == "rotary":
+        from spt.models.positions import apply_rotary
+        q, k = apply_rotary(q), apply_rotary(k)
+    pos = torch.arange(20)
+    want = attention_ref(q, k, v, bias=alibi_bias(alibi_slopes(4), pos, pos))
+    want = att_b.out(want.transpose(1, 2).reshape(2, 20, 16))
+    torch.testing.assert_close(att_b(h), want)
+    assert not torch.allclose(att_p(h), want)
+    with pytest.raises(ValueError, match="locality_bias"):
+        _cfg(positions="alibi", locality_bias=True)

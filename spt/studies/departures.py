@@ -60,8 +60,8 @@ MIXER_LRS = ("study 13: S4's learning rates are tuned for S4, whose state-space 
 
 ALIBI = ("study 14: the cheap prior replaces the row's rotary positions by ALiBi's fixed "
          "distance bias (Press et al. 2022), the locality Coser et al. 2026 find SPT teaches")
-PROBE = ("study 14: the range probe is the S4 row's scratch run at one layer, its kernel cut past "
-         "the span's reach: a one-layer probe learns exactly the pairs it can see "
+PROBE = ("study 14: the range probe is the S4 row's scratch run at one causal layer, its kernel "
+         "cut past the span: its knee is exact where a deeper or bidirectional probe's is not "
          "(spt.analysis.range_probe)")
 
 DEPARTURES: tuple = (
@@ -73,6 +73,7 @@ DEPARTURES: tuple = (
     Departure("lr", ANY, MIXER_LRS, study="13", model="mixer,mixer_causal", stage="finetune,scratch"),
     Departure("positions", "alibi", ALIBI, study="14", model="transformer_rotary"),
     Departure("layers", 1, PROBE, study="14", model="s4", stage="scratch"),
+    Departure("causal", True, PROBE, study="14", model="s4", stage="scratch"),
 )
 
 

@@ -196,7 +196,8 @@ def section(entry: LaptopStudy, ds: xr.Dataset, table, rev: str, date: str, doc:
     row = f"| {entry.label} | {entry.command} | {entry.headline(ds)} | {rev} | {date} | `{doc}` |"
     per_seed = ""
     if "test_accuracy" in ds and "seed" in ds["test_accuracy"].dims:
-        seeds = (ds["test_accuracy"] * 100).to_series().unstack("seed")
+        # grid points no cell ran (a study whose dims do not all cross) are left out
+        seeds = (ds["test_accuracy"] * 100).to_series().unstack("seed").dropna(how="all")
         per_seed = f"\n\nTest accuracy (%) per seed:\n\n{markdown_table(seeds)}"
     extras = "".join(f"\n\n{title}:\n\n{markdown_table(df)}"
                      for title, df in (entry.extra(ds) if entry.extra else []))

@@ -15,8 +15,10 @@ Two lines of work since the paper ask what "SPT adds N points" is measured again
 So each model family gets, beside scratch and SPT, its cheap priors, each trained from scratch and
 under SPT, with the family's own protocol:
 
-    transformer : "alibi"      ALiBi's fixed distance-decaying attention bias (Press et al. 2022)
-                               in place of the rotary positions: locality, given instead of learned
+    transformer : "alibi"      ALiBi (Press et al. 2022): its fixed distance-decaying attention
+                               bias in place of the model's positions, as Press et al. use it
+                  "alibi_bias" the same bias on top of the model's own positions: locality
+                               given, where each input is kept
     s4          : "free_conv"  the same blocks with an unrestricted kernel, one free weight per
                                lag (spt.models.free_conv)
                   "tdi"        task-dependent initialisation: the first layer's spectrum fitted to
@@ -66,6 +68,11 @@ def alibi(cfg: TransformerConfig) -> TransformerConfig:
     return replace(cfg, positions="alibi")
 
 
+def alibi_bias(cfg: TransformerConfig) -> TransformerConfig:
+    """The Transformer with ALiBi's bias added on top of its own positions."""
+    return replace(cfg, locality_bias=True)
+
+
 def free_conv(cfg: SSMConfig) -> FreeConvConfig:
     """The S4 stack with every kernel freed: the same width, depth, norm, pre/post-norm, GLU,
     dropout, pooling and head; one free weight per lag at the SSM parameters' lr."""
@@ -81,11 +88,15 @@ def tdi(cfg: SSMConfig) -> SSMConfig:
 
 
 # model family -> {prior name: the baseline config -> the prior's config}
-PRIORS = {"transformer": {"alibi": alibi}, "s4": {"free_conv": free_conv, "tdi": tdi}}
+PRIORS = {"transformer": {"alibi": alibi, "alibi_bias": alibi_bias},
+          "s4": {"free_conv": free_conv, "tdi": tdi}}
 PRIOR_NOTES = {
     "alibi": ("cheap prior (not in the paper): ALiBi's fixed bias -m_h |i - j| (Press et al. "
-              "2022) in place of the rotary positions, the locality Coser et al. 2026 find SPT "
+              "2022) in place of the model's positions, the locality Coser et al. 2026 find SPT "
               "teaches; the row's protocol otherwise"),
+    "alibi_bias": ("cheap prior (not in the paper): ALiBi's fixed bias -m_h |i - j| added on top "
+                   "of the model's own positions (Press et al. drop them): locality without "
+                   "losing where each input is; the row's protocol otherwise"),
     "free_conv": ("cheap prior (not in the paper): the S4 blocks with unrestricted kernels "
                   "(Miralles-Gonzalez et al. 2025), without their task-specific augmentations; "
                   "the S4 row's protocol otherwise"),
@@ -189,8 +200,8 @@ def _entries(task: str, ref: TaskRef, families: dict, probe: dict) -> list:
 
 
 # ------------------------------------------------------------------------------- paper preset
-PROBE_NOTE = ("range probe (not in the paper): a one-layer S4 with the row's protocol, its kernel "
-              "truncated past the span's reach (spt.analysis.range_probe)")
+PROBE_NOTE = ("range probe (not in the paper): a one-layer causal S4 with the row's protocol, its "
+              "kernel truncated past the span (spt.analysis.range_probe)")
 
 
 def paper_spans(seq_len: int) -> tuple:
@@ -199,11 +210,14 @@ def paper_spans(seq_len: int) -> tuple:
 
 
 def paper_probe(task: str) -> Arm:
-    """The probe of an LRA task: the S4 row's scratch arm at one layer (a span of 2 w per reach
-    w: a one-layer probe learns exactly the pairs it can see, deeper ones need more than the
-    minimum span to compose them: tests/test_range_probe.py)."""
+    """The probe of an LRA task: the S4 row's scratch arm at one causal layer, whose span is its
+    reach: a pair d positions apart meets only where the later input sees the earlier one (w >= d).
+    A bidirectional probe can also relate them at a position between them (w = d / 2), which it
+    learns on some seeds and not others, and a deeper one needs more than the minimum to compose
+    them; the causal one-layer probe's knee is exact (tests/test_range_probe.py)."""
     arm = scratch_arm(ssm_row(task, "s4"))
-    return dataclasses.replace(arm, model=replace(arm.model, n_layers=1), note=PROBE_NOTE)
+    return dataclasses.replace(arm, model=replace(arm.model, n_layers=1, causal=True),
+                               note=PROBE_NOTE)
 
 
 def paper_task_arms(task: str) -> tuple:
@@ -247,7 +261,7 @@ def smoke(data_root=None) -> GridPreset:
 # budgets study 13's laptop S4 (d=32 x 2). The generated lagged copy (spt.data.lagged: 31 tokens,
 # the label 8 positions after a marker) checks the probe against a known dependency length; SPT
 # cannot help there by construction (the masked symbols are unpredictable), so it runs the probe
-# only. The probe: a one-layer S4D (d=32, N=16, pre-norm, no dropout) at every span.
+# only. The probe: a one-layer causal S4D (d=32, N=16, pre-norm, no dropout) at every span.
 LAPTOP_SEEDS = (0, 1, 2, 3)
 LAGGED = dict(seq_len=31, lag=8, symbols=3, n_train=1000, val_size=300, test_size=300)
 LAPTOP_SPANS = {"digits": (0, 2, 4, 8, 16, 32), "lagged": (0, 4, 6, 8, 12, 16)}
@@ -257,8 +271,8 @@ LAPTOP_NOTE = ("laptop preset: the embedded digits as pixel tokens (the quicksta
 
 
 def laptop_probe(seq_len: int, task: str) -> Arm:
-    """The laptop probe: a one-layer S4D, uncapped, trained from scratch on `task`."""
-    model = SSMConfig(kind="s4d", d_model=32, n_layers=1, d_state=16, dropout=0.0,
+    """The laptop probe: a one-layer causal S4D, uncapped, trained from scratch on `task`."""
+    model = SSMConfig(kind="s4d", d_model=32, n_layers=1, d_state=16, dropout=0.0, causal=True,
                       max_len=seq_len)
     if task == "lagged":
         train = TrainConfig(lr=3e-3, batch_size=32, epochs=30, warmup_steps=10,

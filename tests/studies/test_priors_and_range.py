@@ -29,6 +29,8 @@ def test_a_prior_changes_the_model_and_nothing_else(preset):
             t = arms[task, "transformer", "none", init, m14.UNCAPPED]
             a = arms[task, "transformer", "alibi", init, m14.UNCAPPED]
             assert a.model == dataclasses.replace(t.model, positions="alibi")
+            b = arms[task, "transformer", "alibi_bias", init, m14.UNCAPPED]
+            assert b.model == dataclasses.replace(t.model, locality_bias=True)
             s = arms[task, "s4", "none", init, m14.UNCAPPED]
             tdi = arms[task, "s4", "tdi", init, m14.UNCAPPED]
             assert tdi.model == dataclasses.replace(s.model, task_init="spectrum")
@@ -37,7 +39,7 @@ def test_a_prior_changes_the_model_and_nothing_else(preset):
             for field in ("d_model", "n_layers", "max_len", "dropout", "norm", "prenorm", "glu",
                           "pooling", "head"):
                 assert getattr(free, field) == getattr(s.model, field), field
-            for prior_arm, base in ((a, t), (tdi, s)):
+            for prior_arm, base in ((a, t), (b, t), (tdi, s)):
                 assert (prior_arm.train, prior_arm.pretrain, prior_arm.objective) == \
                     (base.train, base.pretrain, base.objective)
             assert (init == "spt") == a.is_spt == tdi.is_spt
@@ -50,7 +52,7 @@ def test_the_probe_caps_the_span_it_is_filed_under(preset):
     assert len({k[4] for k in probes}) >= 3
     for (task, _, prior, init, span), arm in probes.items():
         assert prior == "none" and init == "scratch" and not arm.is_spt
-        assert arm.model.n_layers == 1
+        assert arm.model.n_layers == 1 and arm.model.causal
         assert span_of(arm.model) == (None if span == m14.UNCAPPED else span)
 
 
