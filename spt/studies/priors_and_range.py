@@ -375,8 +375,8 @@ def range_curve(ds: xr.Dataset) -> xr.DataArray:
 
 def needed_spans(ds: xr.Dataset, share: float = 0.9):
     """A DataFrame per task: the span the task needs (:func:`needed_span` on the mean curve, then
-    on each seed's), the uncapped probe's accuracy, chance, and the accuracy with no context
-    (span 0)."""
+    on each seed's; "more than K" when no span of the ladder reaches it), the uncapped probe's
+    accuracy, chance, and the accuracy with no context (span 0)."""
     import pandas as pd
 
     curve = range_curve(ds)
@@ -389,10 +389,12 @@ def needed_spans(ds: xr.Dataset, share: float = 0.9):
         def need(da):
             return needed_span({k: float(da.sel(span=k)) for k in capped_spans},
                                float(da.sel(span=UNCAPPED)), chance, share)
+        longest = f"more than {max(capped_spans)}" if capped_spans else "-"
+        show = lambda k: longest if k is None else str(k)  # noqa: E731
         mean = c.mean("seed")
         per_seed = [need(c.sel(seed=s)) for s in c.seed.values if _has(c.sel(seed=s))]
-        rows.append({"task": task, "span needed (mean curve)": need(mean),
-                     "per seed": ", ".join("more" if k is None else str(k) for k in per_seed),
+        rows.append({"task": task, "span needed (mean curve)": show(need(mean)),
+                     "per seed": ", ".join(show(k) for k in per_seed),
                      "uncapped": round(float(mean.sel(span=UNCAPPED)), 1),
                      "span 0 (no context)": round(float(mean.sel(span=0)), 1)
                      if 0 in capped_spans else np.nan, "chance": round(chance, 1)})

@@ -116,7 +116,7 @@ def test_shares_and_the_best_prior():
 
 def test_needed_spans_reads_the_probe():
     spans = m14.needed_spans(_result())
-    assert spans.loc["digits", "span needed (mean curve)"] == 8
+    assert spans.loc["digits", "span needed (mean curve)"] == "8"
     assert spans.loc["digits", "per seed"] == "8, 8, 8"
     assert spans.loc["digits", "span 0 (no context)"] == pytest.approx(20.0)
     assert "span needed: digits 8" in m14.headline(_result())
