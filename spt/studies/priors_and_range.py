@@ -48,7 +48,7 @@ from ..analysis.range_probe import capped, needed_span
 from ..config import TrainConfig, TransformerConfig, replace
 from ..free_conv_config import FreeConvConfig
 from ..paper import ssm_row, transformer_row
-from ..results import format_share, paired_gain, share_recovered
+from ..results import format_gain, format_share, paired_gain, share_recovered
 from ..ssm_config import SSMConfig
 from .arms import Arm, TaskRef
 from .job import Entry, GridPreset
@@ -337,8 +337,9 @@ SHARE = "share of SPT's gain"  # the shares() column with format_share's text
 
 def shares(ds: xr.Dataset):
     """A DataFrame, one row per (task, family, prior): the mean accuracy of scratch, the prior,
-    SPT and SPT with the prior; the prior's gain over scratch and SPT's, paired by seed; the share
-    of SPT's gain the prior recovers with its Fieller 95% interval; and whether the prior is the
+    SPT and SPT with the prior; what the prior adds under SPT (paired by seed: mean, 95% t
+    interval, seeds ahead); the prior's gain over scratch and SPT's, paired by seed; the share of
+    SPT's gain the prior recovers with its Fieller 95% interval; and whether the prior is the
     family's best (on validation)."""
     import pandas as pd
 
@@ -356,10 +357,12 @@ def shares(ds: xr.Dataset):
                     continue
                 s = share_recovered(mine, spt, scratch)
                 g = paired_gain(mine, scratch)
+                on_top = paired_gain(acc.sel(prior=prior, init="spt"), spt)
                 rows.append({"task": task, "model": family, "prior": prior,
                              "scratch": float(scratch.mean()), "prior from scratch":
                              float(mine.mean()), "SPT": float(spt.mean()),
                              "SPT + prior": float(acc.sel(prior=prior, init="spt").mean()),
+                             "SPT + prior - SPT": format_gain(on_top),
                              "prior - scratch": float(g.gain), "SPT - scratch":
                              float(s.spt_gain), SHARE: format_share(s),
                              "best prior": prior == best})
