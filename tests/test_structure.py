@@ -104,7 +104,7 @@ def test_a_study_is_one_object_whose_methods_are_the_study_class(name):
 
 def test_the_registry_holds_every_study_once():
     from spt.studies import QUICKSTART, STUDIES, study
-    assert [s.name[:2] for s in STUDIES.values()] == [f"0{i}" for i in range(1, 10)] + ["13"]
+    assert [s.name[:2] for s in STUDIES.values()] == [f"0{i}" for i in range(1, 10)] + ["13", "14"]
     assert study("00_quickstart") is QUICKSTART and study(STUDIES["06_kernel_decay"]) is \
         STUDIES["06_kernel_decay"]
     with pytest.raises(ValueError, match="no study"):

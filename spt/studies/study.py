@@ -108,7 +108,7 @@ class Study:
     make_table : fn(Dataset) -> DataFrame: our results beside the paper's.
     takes_models : whether your models (``models=``) can run beside the preset's own.
     takes_baselines : whether cheap-prior baselines (``baselines=``) can run beside its scratch
-               arms (:func:`spt.studies.priors_and_range.with_baselines`).
+               arms (:func:`spt.studies.baselines.with_baselines`).
     models_like : the preset's model whose arms yours copy ("": its first model).
     preset_from : fn(obj) -> GridPreset for presets given as objects (the quickstart's Setup).
     notebook_preset : for a notebook whose parameters are a preset's settings rather than a
@@ -149,7 +149,7 @@ class Study:
         """The preset (a name, a GridPreset, or an object preset_from understands) with only
         `tasks`, your `models` beside its own (:func:`spt.studies.yours.with_models`) and the
         cheap-prior `baselines` beside its scratch arms
-        (:func:`spt.studies.priors_and_range.with_baselines`)."""
+        (:func:`spt.studies.baselines.with_baselines`)."""
         if isinstance(preset, str):
             if preset not in self.presets:
                 raise ValueError(f"study {self.name}: unknown preset {preset!r}; choose from "
@@ -173,7 +173,7 @@ class Study:
             if not self.takes_baselines:
                 raise ValueError(f"study {self.name} does not take cheap-prior baselines "
                                  f"(baselines=): its arms are not scratch Transformers or S4s")
-            from .priors_and_range import with_baselines
+            from .baselines import with_baselines
             p = with_baselines(p, baselines, self.name)
         return p
 
@@ -251,7 +251,7 @@ class Study:
     def table(self, ds: xr.Dataset):
         """Our results beside the paper's (the study's own table), with the gains of any
         cheap-prior baselines over scratch under it."""
-        from .priors_and_range import baseline_gains
+        from .baselines import baseline_gains
         from .tables import with_gains
         table, extra = self.make_table(ds), baseline_gains(ds)
         if extra is None:

@@ -10,6 +10,7 @@ import xarray as xr
 from spt.analysis.range_probe import span_of
 from spt.free_conv_config import FreeConvConfig
 from spt.studies import priors_and_range as m14
+from spt.studies.baselines import baseline_gains
 
 STUDY = m14.STUDY
 
@@ -150,8 +151,8 @@ def test_a_studys_table_shows_its_baselines_gains():
                        dims=("task", "init", "seed"),
                        coords={"task": ["text"], "init": ["scratch", "spt", "scratch+alibi"],
                                "seed": seeds})
-    gains = m14.baseline_gains(xr.Dataset({"test_accuracy": acc}))
+    gains = baseline_gains(xr.Dataset({"test_accuracy": acc}))
     assert list(gains.index) == ["gain: scratch+alibi - scratch (95% CI, seeds ahead)"]
     assert gains.loc[gains.index[0], "text"].startswith("+6.0 [")
-    assert m14.baseline_gains(xr.Dataset({"test_accuracy": acc.sel(init=["scratch", "spt"])})) \
+    assert baseline_gains(xr.Dataset({"test_accuracy": acc.sel(init=["scratch", "spt"])})) \
         is None
