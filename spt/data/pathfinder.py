@@ -23,9 +23,10 @@ import os
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 import numpy as np
+from torch.utils.data import Dataset
 
 from .cache import cached_arrays
 from .datasets import PIXEL_VOCAB, pixel_splits
@@ -110,21 +111,26 @@ def _decode(path, where: str, side: int) -> np.ndarray:
     return decode_png(data, f"{path} ({where})", side, "L")
 
 
-def load_pathfinder(root, resolution: int = 32, difficulty: str = DIFFICULTY,
-                    folder: Optional[Path] = None, tokens: bool = False) -> Task:
-    """Pathfinder-style task at `resolution` (32, 64, 128, 256); 80/10/10 fixed-seed splits.
+# The release's easier difficulties (contour lengths 6 and 9): Miralles-González et al. 2025's
+# code trains on them with curv_contour_length_14 ("easier samples ... a stronger signal early").
+EASIER = ("curv_baseline", "curv_contour_length_9")
+CONTOUR_LENGTHS = {"curv_baseline": 6, "curv_contour_length_9": 9, "curv_contour_length_14": 14}
 
-    tokens : pixels as tokens (ids 4 + intensity, vocabulary 260, an embedding per intensity)
-             instead of values normalised to [-1, 1]. The paper's models (the authors' code) read
-             the normalised values through a linear encoder and pretrain with CE over the 256
-             intensities of the masked pixels (``spec.levels``); tokens serve Pythia (study 05).
-    """
-    data_dir = Path(folder) if folder is not None else pathfinder_dir(root, resolution, difficulty)
-    name = {v: k for k, v in RESOLUTIONS.items()}.get(resolution, f"pathfinder{resolution}")
+
+def _generate_hint(root, resolution: int, difficulty: str) -> str:
+    """The offline command that writes `difficulty` (a generated stand-in for the release's)."""
+    length = CONTOUR_LENGTHS.get(difficulty, 14)
+    named = "" if difficulty == f"curv_contour_length_{length}" else f" --difficulty {difficulty}"
+    return (f"spt data generate pathfinder --resolution {resolution} --contour-length {length}"
+            f"{named} --root {root}")
+
+
+def _decoded(data_dir: Path, resolution: int, root, name: str, difficulty: str) -> dict:
+    """The cached arrays of one folder: pixels (N, R*R, 1) uint8, labels (N,) int64."""
     if not (data_dir / "metadata").is_dir():
         raise DataMissingError(f"Pathfinder folder {data_dir}/metadata not found. Run `spt data "
-                               f"prepare {name} --root {root}` (or `spt data generate pathfinder "
-                               f"--resolution {resolution} --root {root}` offline).")
+                               f"prepare {name} --root {root}` (or `"
+                               f"{_generate_hint(root, resolution, difficulty)}` offline).")
     sources = sorted((data_dir / "metadata").glob("*.npy"))
     items, skipped = _listed_images(data_dir, resolution)
     release = f"pathfinder{resolution}/{data_dir.name}"
@@ -153,15 +159,80 @@ def load_pathfinder(root, resolution: int = 32, difficulty: str = DIFFICULTY,
                                   build, many_sources=[path for path, _, _ in items])
     if extra.get("skipped"):
         warnings.warn(f"pathfinder: skipped the known-empty release image(s) {extra['skipped']}")
+    return arrays
+
+
+class ConcatSplits(Dataset):
+    """Datasets one after another, keeping ``labels`` and ``select`` (nested fractions) when each
+    part has them. Items: those of the parts, in order."""
+
+    def __init__(self, parts: Sequence):
+        self.parts = list(parts)
+        self.starts = np.cumsum([0] + [len(p) for p in self.parts])
+
+    def __len__(self) -> int:
+        return int(self.starts[-1])
+
+    def __getitem__(self, i: int) -> dict:
+        i = int(i)
+        if not 0 <= i < len(self):
+            raise IndexError(f"index {i} out of range for {len(self)} items")
+        k = int(np.searchsorted(self.starts, i, side="right")) - 1
+        return self.parts[k][i - int(self.starts[k])]
+
+    @property
+    def labels(self) -> np.ndarray:
+        return np.concatenate([np.asarray(p.labels) for p in self.parts])
+
+    def select(self, positions) -> "ConcatSplits":
+        positions = np.asarray(positions, np.int64)
+        parts = []
+        for k, part in enumerate(self.parts):
+            lo, hi = self.starts[k], self.starts[k + 1]
+            mine = positions[(positions >= lo) & (positions < hi)] - lo
+            if len(mine):
+                parts.append(part.select(mine))
+        return ConcatSplits(parts)
+
+
+def load_pathfinder(root, resolution: int = 32, difficulty: str = DIFFICULTY,
+                    folder: Optional[Path] = None, tokens: bool = False,
+                    extra_train: Sequence[str] = ()) -> Task:
+    """Pathfinder-style task at `resolution` (32, 64, 128, 256); 80/10/10 fixed-seed splits.
+
+    tokens      : pixels as tokens (ids 4 + intensity, vocabulary 260, an embedding per
+                  intensity) instead of values normalised to [-1, 1]. The paper's models (the
+                  authors' code) read the normalised values through a linear encoder and pretrain
+                  with CE over the 256 intensities of the masked pixels (``spec.levels``); tokens
+                  serve Pythia (study 05).
+    extra_train : other difficulties (folders beside `difficulty`, e.g. :data:`EASIER`) whose
+                  images are all added to the training split, after the folder's own; val and
+                  test stay `difficulty`'s, so scores stay comparable. Miralles-González et al.
+                  2025's code trains on curv_baseline + 9 + 14 together ("easier samples");
+                  departure: their code also validates on the union.
+    """
+    data_dir = Path(folder) if folder is not None else pathfinder_dir(root, resolution, difficulty)
+    name = {v: k for k, v in RESOLUTIONS.items()}.get(resolution, f"pathfinder{resolution}")
+    if isinstance(extra_train, str) or data_dir.name in extra_train:
+        raise ValueError(f"extra_train must be a sequence of other difficulties than "
+                         f"{data_dir.name!r} (e.g. {EASIER}), got {extra_train!r}")
+    arrays = _decoded(data_dir, resolution, root, name, data_dir.name)
     n = len(arrays["labels"])
     parts = pathfinder_splits(n)
     ds = pixel_splits(arrays["pixels"], arrays["labels"], parts, tokens, 127.5, 127.5)
+    extra_train = tuple(extra_train)
+    if extra_train:
+        more = [_decoded(data_dir.parent / d, resolution, root, name, d) for d in extra_train]
+        ds[0] = ConcatSplits([ds[0]] + [
+            pixel_splits(a["pixels"], a["labels"], [np.arange(len(a["labels"]))], tokens, 127.5,
+                         127.5)[0] for a in more])
     # tokens: an id per intensity; else v = pixel / 127.5 - 1, and CE pretraining predicts pixels
     kind = dict(vocab_size=PIXEL_VOCAB) if tokens else dict(d_input=1, levels=256)
+    easier = f"; train adds {' + '.join(extra_train)}" if extra_train else ""
     spec = TaskSpec(name=name, seq_len=resolution * resolution, num_classes=2, **kind,
                     mask_ratio=0.5, description=f"LRA Pathfinder {resolution}x{resolution} "
                     f"({data_dir.name}): are the two markers on one dashed contour? "
-                    "80/10/10 fixed-seed split")
+                    f"80/10/10 fixed-seed split{easier}")
     listed = f"the images listed in {data_dir / 'metadata'}/*.npy"
     why = {"train": f"{data_dir / 'metadata'}/*.npy list no images",
            "val": too_few_to_hold_out(SPLIT[1], n, listed),

@@ -150,3 +150,47 @@ def test_generated_images_read_by_the_release_reader(tmp_path):
             assert int(item["label"]) == labels[row]
     with pytest.raises(FileExistsError):
         write_pathfinder(out, 5, 32)
+
+
+def test_extra_train_adds_easier_images_to_train_only(tmp_path):
+    from spt.data.fractions import subset_size
+    from spt.data.pathfinder import EASIER
+    from spt.data.registry import load_task
+
+    _, labels = pathfinder_release(tmp_path, n_folders=3, per_folder=10)  # 30 hard images
+    _, base = pathfinder_release(tmp_path, difficulty="curv_baseline", n_folders=1, per_folder=7)
+    _, nine = pathfinder_release(tmp_path, difficulty="curv_contour_length_9", n_folders=2,
+                                 per_folder=4)
+    plain = load_pathfinder(tmp_path, 32)
+    task = load_pathfinder(tmp_path, 32, extra_train=EASIER)
+    assert len(task.train) == 24 + 7 + 8 and "curv_baseline" in task.spec.description
+    for split in ("val", "test"):  # the hard set's, untouched
+        a, b = getattr(plain, split), getattr(task, split)
+        assert np.array_equal(a.index, b.index)
+        assert all(torch.equal(a[i]["inputs"], b[i]["inputs"]) for i in range(len(a)))
+    for i in range(24):
+        assert torch.equal(task.train[i]["inputs"], plain.train[i]["inputs"])
+    extra = [_pixel_to_key((float(task.train[i]["inputs"][0, 0]) + 1) * 127.5)
+             for i in range(24, 39)]
+    assert extra == sorted(base) + sorted(nine)  # every easier image once, in metadata order
+    want = [base[k] for k in sorted(base)] + [nine[k] for k in sorted(nine)]
+    assert [int(task.train[i]["label"]) for i in range(24, 39)] == want
+    assert task.train.labels.tolist()[24:] == want
+    import pickle
+    again = pickle.loads(pickle.dumps(task.train))  # DataLoader workers started by "spawn"
+    assert torch.equal(again[30]["inputs"], task.train[30]["inputs"])
+    tokens = load_pathfinder(tmp_path, 32, tokens=True, extra_train=EASIER)
+    assert tokens.train[30]["inputs"].dtype == torch.long and len(tokens.train) == 39
+    half = load_task("pathfinder", tmp_path, fraction=0.5, extra_train=EASIER)
+    assert len(half.train) == subset_size(39, 0.5) and len(half.val) == 3
+    with pytest.raises(ValueError, match="extra_train"):
+        load_pathfinder(tmp_path, 32, extra_train="curv_baseline")
+    import shutil
+    shutil.rmtree(tmp_path / "lra_release" / "pathfinder32" / "curv_baseline")
+    with pytest.raises(DataMissingError, match="curv_baseline/metadata not found.*"
+                       "--contour-length 6 --difficulty curv_baseline"):
+        load_pathfinder(tmp_path, 32, extra_train=EASIER)
+    shutil.rmtree(tmp_path / "lra_release" / "pathfinder32" / "curv_contour_length_9")
+    with pytest.raises(DataMissingError, match="curv_contour_length_9/metadata not found.*"
+                       "generate pathfinder --resolution 32 --contour-length 9 --root"):
+        load_pathfinder(tmp_path, 32, extra_train=("curv_contour_length_9",))
