@@ -271,3 +271,13 @@ def test_photometric_ops_match_pil():
     for k, (want, got) in enumerate(cases):
         np.testing.assert_allclose(got[..., 0], np.asarray(want, dtype=np.float64), atol=1.5,
                                    err_msg=f"case {k}")
+
+
+def test_augmented_items_pickle_for_worker_processes():
+    import pickle
+
+    for spec in SPECS[:2] + [LISTOPS]:
+        ds = ([{"inputs": torch.from_numpy(ids_of("[MAX 1 2 3 ]")), "label": torch.tensor(3)}]
+              if spec is LISTOPS else pixel_items(spec))
+        a = augmented(ds, spec, seed=1, epoch=4)
+        assert torch.equal(pickle.loads(pickle.dumps(a))[0]["inputs"], a[0]["inputs"])

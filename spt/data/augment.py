@@ -274,12 +274,16 @@ def augment_pathfinder(img: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return random_affine(img, rng, degrees=10.0, translate=0.1, scale=(0.9, 0.9))
 
 
-def _pixels(fn: Callable) -> Callable:
-    """An image pipeline `fn(img, rng)` as an item augmentation (inputs, spec, rng) -> inputs."""
-    def augment(inputs, spec: TaskSpec, rng: np.random.Generator) -> torch.Tensor:
+class _Pixels:
+    """An image pipeline `fn(img, rng)` as an item augmentation (inputs, spec, rng) -> inputs.
+    A class, not a closure, so that DataLoader workers started by "spawn" can unpickle it."""
+
+    def __init__(self, fn: Callable):
+        self.fn = fn
+
+    def __call__(self, inputs, spec: TaskSpec, rng: np.random.Generator) -> torch.Tensor:
         img, back = to_intensities(inputs, spec)
-        return back(fn(img, rng))
-    return augment
+        return back(self.fn(img, rng))
 
 
 def _listops(inputs, spec: TaskSpec, rng: np.random.Generator) -> torch.Tensor:
@@ -290,11 +294,11 @@ def _listops(inputs, spec: TaskSpec, rng: np.random.Generator) -> torch.Tensor:
 # Task-name prefix -> augmentation of an item's inputs (inputs, spec, rng) -> inputs.
 AUGMENTATIONS: dict[str, Callable] = {
     "listops": _listops,
-    "image": _pixels(augment_cifar),
-    "scifar": _pixels(augment_cifar),
-    "digits": _pixels(augment_digits),
-    "pathfinder": _pixels(augment_pathfinder),
-    "pathx": _pixels(augment_pathfinder),
+    "image": _Pixels(augment_cifar),
+    "scifar": _Pixels(augment_cifar),
+    "digits": _Pixels(augment_digits),
+    "pathfinder": _Pixels(augment_pathfinder),
+    "pathx": _Pixels(augment_pathfinder),
 }
 
 
