@@ -214,6 +214,16 @@ class TrainConfig:
                     0.5): during epoch e (0-based) the lr is lr x gamma^(milestones <= e), after
                     the warmup factor. Milestones are epochs, increasing and >= 1.
     accum_steps   : gradient accumulation; the optimiser sees batch_size * accum_steps examples.
+    augment       : train on the task's label-preserving augmentation (:mod:`spt.data.augment`:
+                    ListOps operand shuffles, AutoAugment-style image ops, flipped and turned
+                    Pathfinder images), drawn afresh for every (seed, epoch, example); validation
+                    and test read the data as it is. One of Miralles-Gonzalez et al. (2025)'s
+                    techniques against data inefficiency. A task without one is an error.
+    aux_denoise   : weight of a denoising loss trained beside the labels (supervised stages only:
+                    finetune, train_from_scratch): the classifier reads a corrupted input and a
+                    second per-position head reconstructs the original (:mod:`spt.train.joint`;
+                    Miralles-Gonzalez et al. 2025's other technique, weight 1 in their code).
+                    0: off.
     ckpt_every    : also write the resumable checkpoint every this many optimiser steps
                     (it is always written at each validation).
     amp           : bf16 autocast when running on CUDA (ignored on CPU).
@@ -295,12 +305,15 @@ class TrainConfig:
     prefetch_factor: int = 4
     distributed: Literal["ddp", "fsdp"] = "ddp"
     log_every: int = 50
+    augment: bool = False
+    aux_denoise: float = 0.0
 
     def __post_init__(self):
         c = "TrainConfig"
         for name in ("lr", "batch_size", "epochs", "accum_steps", "eval_every"):
             _check_positive(c, name, getattr(self, name))
         _check_positive(c, "weight_decay", self.weight_decay, allow_zero=True)
+        _check_positive(c, "aux_denoise", self.aux_denoise, allow_zero=True)
         _check_positive(c, "warmup_steps", self.warmup_steps, allow_zero=True)
         _check_positive(c, "seed", self.seed, allow_zero=True)  # masks are drawn from (seed, epoch, index)
         _check_choice(c, "schedule", self.schedule, Schedule.__args__)

@@ -82,7 +82,11 @@ def export_checkpoint(checkpoint, out_dir, *, push_to: Optional[str] = None,
     config = hub_config(kind, model_config_from_dict(ckpt["model_config"]),
                         TaskSpec(**ckpt["spec"]), objective)
     model = build_from_config(config)
-    model.load_state_dict(ckpt["model"], strict=True)
+    # a run trained with TrainConfig.aux_denoise also holds its denoising head (aux_head.*): a
+    # training device, not part of the classifier that is exported
+    weights = {k: v for k, v in ckpt["model"].items()
+               if not (kind == "classifier" and k.startswith("aux_head."))}
+    model.load_state_dict(weights, strict=True)
     model.hub_config = {**config, "training": {
         "stage": ckpt.get("stage"), "epoch": ckpt.get("epoch"),
         "val_metrics": ckpt.get("val_metrics"), "train_config": ckpt.get("train_config"),

@@ -281,3 +281,41 @@ def test_augmented_items_pickle_for_worker_processes():
               if spec is LISTOPS else pixel_items(spec))
         a = augmented(ds, spec, seed=1, epoch=4)
         assert torch.equal(pickle.loads(pickle.dumps(a))[0]["inputs"], a[0]["inputs"])
+
+
+# ------------------------------------------------------------- TrainConfig.augment in training
+def _train_cfg(**kw):
+    from spt.config import TrainConfig
+    return TrainConfig(**{**dict(lr=3e-3, batch_size=16, epochs=1, progress=False, seed=0), **kw})
+
+
+def test_training_reads_the_augmented_items_and_only_in_training(tmp_path, monkeypatch):
+    from spt.config import TransformerConfig
+    from spt.data import digits_task
+    from spt.train import engine, train_from_scratch
+    task = digits_task(size=8, n_train=32, val_size=20, test_size=20, tokens=True)
+    model = TransformerConfig(d_model=16, n_layers=1, n_heads=2, d_ff=32, dropout=0.0,
+                              max_len=64)
+    calls = []
+
+    def spy(dataset, spec, seed, epoch):
+        calls.append((dataset is task.train, spec.name, seed, epoch))
+        return augmented(dataset, spec, seed, epoch)
+    monkeypatch.setattr(engine, "augmented", spy)
+    plain = train_from_scratch(task, model, _train_cfg(epochs=2), tmp_path / "a")
+    assert not calls
+    aug = train_from_scratch(task, model, _train_cfg(epochs=2, augment=True), tmp_path / "b")
+    assert calls == [(True, "digits8", 0, 0), (True, "digits8", 0, 1)]  # train split, each epoch
+    w = "backbone.encoder.embed.weight"
+    assert not torch.equal(plain.model.state_dict()[w], aug.model.state_dict()[w])
+
+
+def test_augment_on_a_task_without_one_is_refused_before_training(tmp_path):
+    from spt.data.lagged import lagged_task
+    from spt.ssm_config import SSMConfig
+    from spt.train import train_from_scratch
+    task = lagged_task(seq_len=16, lag=4, symbols=3, n_train=16, val_size=8, test_size=8)
+    model = SSMConfig(kind="s4d", d_model=8, n_layers=1, d_state=4, max_len=16)
+    with pytest.raises(ValueError, match="lagged"):
+        train_from_scratch(task, model, _train_cfg(augment=True), tmp_path / "c")
+    assert not (tmp_path / "c" / "last.pt").exists()

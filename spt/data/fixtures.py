@@ -22,7 +22,8 @@ The files follow the formats' own conventions, not what our readers happen to ac
 - Image / sCIFAR (``cifar10/plain_text/{train,test}-00000-of-00001.parquet``, as
   ``uoft-cs/cifar10``): ``img`` struct {bytes: 32x32 RGB PNG, path: null}, ``label`` int64; one
   training image per class.
-- Pathfinder / PathX / PathX-256 (``lra_release/pathfinder{32,128,256}/curv_contour_length_14/``):
+- Pathfinder / PathX / PathX-256 (``lra_release/pathfinder{32,128,256}/curv_contour_length_14/``,
+  and beside it ``curv_baseline/`` and ``curv_contour_length_9/`` with other draws):
   20 grayscale PNGs in ``imgs/<i>/sample_<j>.png`` with plain-text ``metadata/<i>.npy`` lines
   ``imgs/<i> sample_<j>.png <j> <label> <generator knobs>``; images from spt's Pathfinder
   generator, labels placed so both occur in each split of the reader's 80/10/10 cut.
@@ -390,7 +391,22 @@ def write_fixtures(root, tasks: Optional[Iterable[str]] = None, seed: int = 0) -
             raise FileExistsError(f"{folder} exists and holds data not written by `spt data "
                                   f"fixtures`; choose another folder or delete it")
         atomic_dir(folder, lambda tmp: _write_task(tmp, task, seed))
+        if task in ("pathfinder", "pathx", "pathx256"):
+            _write_easier(folder, task, seed)
     return out
+
+
+def _write_easier(folder: Path, task: str, seed: int) -> None:
+    """Beside a Pathfinder fixture, one of each easier difficulty the release also has
+    (:data:`spt.data.pathfinder.EASIER`, read by ``load_pathfinder(extra_train=EASIER)``): the
+    same generator with other draws (a fixture checks the layout, not the difficulty)."""
+    from .pathfinder import EASIER
+    for i, difficulty in enumerate(EASIER, start=1):
+        sibling = folder.parent / difficulty
+        if sibling.exists() and not _is_fixture(sibling):
+            raise FileExistsError(f"{sibling} exists and holds data not written by `spt data "
+                                  f"fixtures`; choose another folder or delete it")
+        atomic_dir(sibling, lambda tmp, i=i: _write_task(tmp, task, seed + 1000 * i))
 
 
 def _write_task(folder: Path, task: str, seed: int) -> None:

@@ -212,6 +212,40 @@ def classifier_model(cfg: ModelConfigType, spec: TaskSpec) -> SequenceModel:
     return model
 
 
+class JointModel(SequenceModel):
+    """A classifier with a second, per-position head on the same backbone output, for the
+    denoising loss trained beside the labels (:mod:`spt.train.joint`).
+
+    forward(inputs, valid=None, masked=None) -> (B, n_out) logits, as a classifier;
+    forward(..., aux=True) -> (logits, (B, L, n_aux) reconstructions).
+    The extra head's parameters are ``aux_head.*``; the rest are the classifier's, named as
+    :func:`classifier_model` names them (an exported model drops ``aux_head``).
+    """
+
+    def __init__(self, backbone: nn.Module, head: nn.Module, aux_head: nn.Module):
+        super().__init__(backbone, head)
+        self.aux_head = aux_head
+
+    def forward(self, inputs, valid=None, masked=None, aux: bool = False):
+        h = self.backbone(inputs, valid, masked)
+        logits = self.head(h, valid)
+        return (logits, self.aux_head(h, valid)) if aux else logits
+
+
+def joint_model(cfg: ModelConfigType, spec: TaskSpec) -> JointModel:
+    """:func:`classifier_model` plus a per-position head reconstructing the input: over the
+    vocabulary for token tasks, the values (L1) for continuous ones."""
+    if spec.pair:
+        raise ValueError(f"task {spec.name!r} is a pair task: the joint denoising model is built for "
+                         f"single-sequence tasks (TrainConfig.aux_denoise=0)")
+    model = classifier_model(cfg, spec)
+    n_aux = spec.vocab_size if spec.is_tokens else spec.d_input
+    joint = JointModel(model.backbone, model.head, TokenHead(cfg.d_model, n_aux))
+    joint.hub_config = model.hub_config
+    apply_init_(joint.aux_head, cfg)  # SSMConfig(init='random'); the rest is classifier_model's
+    return joint
+
+
 def pretraining_model(cfg: ModelConfigType, spec: TaskSpec,
                       objective: ObjectiveConfig) -> SequenceModel:
     """A model for self-pretraining: per-position head over the vocabulary (CE) or values (L1)."""

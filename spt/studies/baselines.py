@@ -5,11 +5,23 @@ change each, and the option that adds them beside the scratch arms of any study.
                                bias in place of the model's positions, as Press et al. use it
                   "alibi_bias" the same bias on top of the model's own positions: locality
                                given, where each input is kept
+                  "techniques" the model as it is, trained with Miralles-Gonzalez et al. (2025)'s
+                               techniques against data inefficiency (:data:`TECHNIQUES`)
     s4          : "free_conv"  the same blocks with an unrestricted kernel, one free weight per
                                lag (spt.models.free_conv; Miralles-Gonzalez et al. 2025)
                   "tdi"        task-dependent initialisation: the first layer's spectrum fitted to
                                the training inputs' (spt.models.task_init; our reading of Chen &
                                Chen 2025)
+                  "techniques" the S4 trained with the same techniques (the control their paper
+                               lacks: does S4 gain from them as much as the free kernel?)
+                  "free_conv+techniques"  the free kernel trained with them, as they train it
+
+The techniques are per task (:data:`TECHNIQUES`, from the authors' code; the paper's own values
+could not be read): the task's label-preserving augmentation (``TrainConfig.augment``,
+:mod:`spt.data.augment`), easier Pathfinder images added to training (the loader's
+``extra_train`` option, :data:`spt.data.pathfinder.EASIER`), and a denoising loss trained beside
+the labels (``TrainConfig.aux_denoise``, :mod:`spt.train.joint`). They change the supervised stage
+only: SPT + techniques pretrains as SPT does and finetunes with them.
 
 Study 14 (:mod:`spt.studies.priors_and_range`) trains each from scratch and under SPT;
 ``-p baselines "[alibi, tdi]"`` adds them beside another study's scratch arms
@@ -18,14 +30,16 @@ Study 14 (:mod:`spt.studies.priors_and_range`) trains each from scratch and unde
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from dataclasses import dataclass
+from typing import Callable, Optional
 
 import xarray as xr
 
 from ..config import TransformerConfig, replace
+from ..data.pathfinder import EASIER
 from ..free_conv_config import FreeConvConfig
 from ..ssm_config import SSMConfig
-from .arms import Arm
+from .arms import Arm, TaskRef
 from .job import GridPreset
 
 
@@ -53,9 +67,38 @@ def tdi(cfg: SSMConfig) -> SSMConfig:
     return replace(cfg, task_init="spectrum")
 
 
-# model family -> {prior name: the baseline config -> the prior's config}
-PRIORS = {"transformer": {"alibi": alibi, "alibi_bias": alibi_bias},
-          "s4": {"free_conv": free_conv, "tdi": tdi}}
+# task (TaskRef.name) -> (TrainConfig changes, TaskRef options): Miralles-Gonzalez et al.'s
+# techniques as the authors' code (github pablomiralles22/long-transformers) applies them: ListOps
+# operand shuffles; CIFAR AutoAugment, flips and affine moves; Pathfinder flips, turns and easier
+# images; the denoising loss beside the labels on Text (and Retrieval, a pair task, not built
+# here: no techniques arm runs on it). The laptop digits get the image augmentation and the
+# joint loss both, so the laptop preset runs each technique.
+TECHNIQUES = {"listops": ({"augment": True}, ()),
+              "image": ({"augment": True}, ()),
+              "pathfinder": ({"augment": True}, (("extra_train", EASIER),)),
+              "pathx": ({"augment": True}, (("extra_train", EASIER),)),
+              "text": ({"aux_denoise": 1.0}, ()),
+              "digits": ({"augment": True, "aux_denoise": 1.0}, ())}
+
+
+@dataclass(frozen=True)
+class Prior:
+    """A cheap prior: a change of the model config and/or training with the task's TECHNIQUES."""
+
+    model: Optional[Callable] = None  # model config -> the prior's model config; None: unchanged
+    techniques: bool = False
+
+
+# model family -> {prior name: Prior}
+PRIORS = {"transformer": {"alibi": Prior(alibi), "alibi_bias": Prior(alibi_bias),
+                          "techniques": Prior(techniques=True)},
+          "s4": {"free_conv": Prior(free_conv), "tdi": Prior(tdi),
+                 "techniques": Prior(techniques=True),
+                 "free_conv+techniques": Prior(free_conv, techniques=True)}}
+TECHNIQUES_NOTE = ("Miralles-Gonzalez et al. 2025's techniques against data inefficiency, as their "
+                   "code sets them (the paper's values could not be read): the task's augmentation, "
+                   "easier Pathfinder images, the denoising loss beside the labels (30% corrupted, "
+                   "weight 1); on the supervised stage only")
 PRIOR_NOTES = {
     "alibi": ("cheap prior (not in the paper): ALiBi's fixed bias -m_h |i - j| (Press et al. "
               "2022) in place of the model's positions, the locality Coser et al. 2026 find SPT "
@@ -64,32 +107,69 @@ PRIOR_NOTES = {
                    "of the model's own positions (Press et al. drop them): locality without "
                    "losing where each input is; the row's protocol otherwise"),
     "free_conv": ("cheap prior (not in the paper): the S4 blocks with unrestricted kernels "
-                  "(Miralles-Gonzalez et al. 2025), without their task-specific augmentations; "
-                  "the S4 row's protocol otherwise"),
+                  "(Miralles-Gonzalez et al. 2025; their gated block is replaced by S4's), "
+                  "without their techniques; the S4 row's protocol otherwise"),
     "tdi": ("cheap prior (not in the paper): the first S4 layer fitted to the training inputs' "
             "power spectrum before training (Chen & Chen 2025, our reading: its estimator, loss "
             "and fitted parameters are ours); the S4 row's protocol otherwise"),
+    "techniques": f"cheap prior (not in the paper): {TECHNIQUES_NOTE}; the row's protocol otherwise",
+    "free_conv+techniques": ("cheap prior (not in the paper): the S4 blocks with unrestricted "
+                             f"kernels trained with {TECHNIQUES_NOTE}; the S4 row's protocol "
+                             f"otherwise"),
 }
 
 
-def with_prior(arm: Arm, family: str, prior: str) -> Arm:
-    """`arm` (scratch or SPT) with the family's prior applied to its model ("none": unchanged)."""
+def with_techniques(arm: Arm, task: str) -> Arm:
+    """`arm` whose supervised stage trains with `task`'s TECHNIQUES (TrainConfig changes only;
+    :func:`technique_ref` adds the data options)."""
+    if task not in TECHNIQUES:
+        raise ValueError(f"no data-efficiency techniques are set for task {task!r}; tasks with "
+                         f"them: {', '.join(TECHNIQUES)} (spt.studies.baselines.TECHNIQUES)")
+    return dataclasses.replace(arm, train=replace(arm.train, **TECHNIQUES[task][0]))
+
+
+def technique_ref(ref: TaskRef, prior: str, family: str) -> TaskRef:
+    """The task a prior's cells read: `ref` with the TECHNIQUES' data options (easier Pathfinder
+    images in training) when the prior trains with the techniques."""
+    if prior == "none" or not PRIORS[family][prior].techniques:
+        return ref
+    extra = TECHNIQUES[ref.name][1]
+    return dataclasses.replace(ref, options=tuple(ref.options) + extra) if extra else ref
+
+
+def with_prior(arm: Arm, family: str, prior: str, task: Optional[str] = None) -> Arm:
+    """`arm` (scratch or SPT) with the family's prior applied ("none": unchanged). `task`
+    (a TaskRef name) picks the TECHNIQUES of a prior that trains with them."""
     if prior == "none":
         return arm
+    p = PRIORS[family][prior]
     note = "; ".join(n for n in (PRIOR_NOTES[prior], arm.note) if n)
-    # a free kernel has no state space: its paper-settings row is the S4 row's protocol without
-    # the state-space fields (spt/paper/settings.tsv, model "free_conv")
-    row = ("free_conv", arm.row[1]) if prior == "free_conv" and arm.row else arm.row
-    return dataclasses.replace(arm, model=PRIORS[family][prior](arm.model), note=note, row=row)
+    out = dataclasses.replace(arm, note=note)
+    if p.model is not None:
+        # a free kernel has no state space: its paper-settings row is the S4 row's protocol
+        # without the state-space fields (spt/paper/settings.tsv, model "free_conv")
+        row = ("free_conv", arm.row[1]) if p.model is free_conv and arm.row else arm.row
+        out = dataclasses.replace(out, model=p.model(arm.model), row=row)
+    if p.techniques:
+        if task is None:
+            raise ValueError(f"prior {prior!r} trains with a task's techniques: give the task")
+        out = with_techniques(out, task)
+    return out
 
 
-def family_arms(family: str, scratch: Arm, spt: Arm) -> dict:
-    """{(prior, init): Arm} of one model family: its scratch and SPT arms with no prior and with
-    each of its PRIORS."""
+def priors_for(family: str, task: Optional[str]) -> tuple:
+    """The family's priors that can run on `task`: the techniques ones only where TECHNIQUES
+    has the task."""
+    return tuple(n for n, p in PRIORS[family].items() if not p.techniques or task in TECHNIQUES)
+
+
+def family_arms(family: str, scratch: Arm, spt: Arm, task: Optional[str] = None) -> dict:
+    """{(prior, init): Arm} of one model family on `task` (a TaskRef name): its scratch and SPT
+    arms with no prior and with each of its priors that can run there (:func:`priors_for`)."""
     out = {}
-    for prior in ("none", *PRIORS[family]):
-        out[prior, "scratch"] = with_prior(scratch, family, prior)
-        out[prior, "spt"] = with_prior(spt, family, prior)
+    for prior in ("none", *priors_for(family, task)):
+        out[prior, "scratch"] = with_prior(scratch, family, prior, task)
+        out[prior, "spt"] = with_prior(spt, family, prior, task)
     return out
 
 
@@ -103,8 +183,8 @@ def family_of(model) -> Optional[str]:
     return None
 
 
-def _applies(family: str, prior: str, model) -> bool:
-    return prior in PRIORS[family] and not (prior == "tdi" and model.kind == "dlr")
+def _applies(family: str, prior: str, model, task: str) -> bool:
+    return prior in priors_for(family, task) and not (prior == "tdi" and model.kind == "dlr")
 
 
 def with_baselines(p: GridPreset, names, study: str = "") -> GridPreset:
@@ -127,10 +207,11 @@ def with_baselines(p: GridPreset, names, study: str = "") -> GridPreset:
         if coords.get("init") != "scratch" or family is None:
             continue
         for name in names:
-            if _applies(family, name, e.job.model):
+            if _applies(family, name, e.job.model, getattr(e.ref, "name", None)):
                 added.append(dataclasses.replace(e, coords=tuple(
                     (k, f"scratch+{name}" if k == "init" else v) for k, v in e.coords),
-                    job=with_prior(e.job, family, name)))
+                    ref=technique_ref(e.ref, name, family),
+                    job=with_prior(e.job, family, name, getattr(e.ref, "name", None))))
     if not added:
         raise ValueError(f"study {study}: baselines {names} apply to none of its cells (they "
                          f"need a from-scratch Transformer or S4 arm, init='scratch')")

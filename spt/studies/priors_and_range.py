@@ -50,7 +50,7 @@ from ..paper import ssm_row, transformer_row
 from ..results import format_gain, format_share, paired_gain, share_recovered
 from ..ssm_config import SSMConfig
 from .arms import Arm, TaskRef
-from .baselines import PRIORS, family_arms
+from .baselines import PRIORS, family_arms, technique_ref
 from .job import Entry, GridPreset
 from .lra_transformers import task_ref
 from .paper_arms import scratch_arm, spt_arm
@@ -71,9 +71,11 @@ def probe_arms(arm: Arm, spans) -> dict:
 
 
 def _entries(task: str, ref: TaskRef, families: dict, probe: dict) -> list:
-    """Entries of one task: families {family: {(prior, init): Arm}}, probe {span: Arm}."""
+    """Entries of one task: families {family: {(prior, init): Arm}}, probe {span: Arm}. A prior
+    that trains with the techniques reads the task with their data options (technique_ref)."""
     out = [Entry((("task", task), ("model", f), ("prior", p), ("init", i), ("span", UNCAPPED)),
-                 ref, arm) for f, arms in families.items() for (p, i), arm in arms.items()]
+                 technique_ref(ref, p, f), arm)
+           for f, arms in families.items() for (p, i), arm in arms.items()]
     out += [Entry((("task", task), ("model", "probe"), ("prior", "none"), ("init", "scratch"),
                    ("span", k)), ref, arm) for k, arm in probe.items()]
     return out
@@ -104,8 +106,8 @@ def paper_task_arms(task: str) -> tuple:
     """(families, probe) of one LRA task: Table 2's rotary Transformer and the final S4 with their
     priors, and the probe ladder."""
     t, s = transformer_row(task, "rotary_masked"), ssm_row(task, "s4")
-    families = {"transformer": family_arms("transformer", scratch_arm(t), spt_arm(t)),
-                "s4": family_arms("s4", scratch_arm(s), spt_arm(s))}
+    families = {"transformer": family_arms("transformer", scratch_arm(t), spt_arm(t), task),
+                "s4": family_arms("s4", scratch_arm(s), spt_arm(s), task)}
     return families, probe_arms(paper_probe(task), paper_spans(s.model.max_len))
 
 
@@ -169,8 +171,8 @@ def laptop_families() -> dict:
     from .quickstart import LAPTOP
     quick = LAPTOP.arms()
     s4 = laptop_arms("digits", 64, "ce")
-    return {"transformer": family_arms("transformer", quick["scratch"], quick["spt"]),
-            "s4": family_arms("s4", s4["s4", "scratch"], s4["s4", "masked"])}
+    return {"transformer": family_arms("transformer", quick["scratch"], quick["spt"], "digits"),
+            "s4": family_arms("s4", s4["s4", "scratch"], s4["s4", "masked"], "digits")}
 
 
 def laptop(data_root=None) -> GridPreset:

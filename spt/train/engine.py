@@ -43,6 +43,7 @@ from tqdm.auto import tqdm
 from .. import locks
 from ..compat import cuda_rng_state, pretrained_identity, rank_rng_states
 from ..config import TrainConfig, to_dict
+from ..data.augment import augmented, has_augmentation
 from ..same_run import RESUMABLE_FIELDS, differences
 from . import distributed as D
 from .checkpoint import FORMAT, atomic_save, read_checkpoint
@@ -235,6 +236,8 @@ class _Run:
         self.n = len(task.train)
         if self.n == 0:
             raise ValueError(f"task {task.spec.name!r} has an empty training split")
+        if cfg.augment and not has_augmentation(task.spec):
+            augmented(task.train, task.spec, cfg.seed, 0)  # its error names the tasks that have one
         self.batches_per_epoch = math.ceil(self.n / cfg.batch_size)
         self.steps_per_epoch = math.ceil(self.batches_per_epoch / cfg.accum_steps)
         self.total_steps = cfg.epochs * self.steps_per_epoch
@@ -339,7 +342,10 @@ class _Run:
         s, cfg = self.state, self.cfg
         todo = epoch_batches(self.n, cfg.batch_size, cfg.seed, epoch)
         parts = [D.shard(b, self.env) for b in todo[s.batch:]]
-        items = self.objective.epoch_data(self.task.train, cfg.seed, epoch)  # masks: (seed, epoch, index)
+        train = self.task.train
+        if cfg.augment:  # a fresh label-preserving draw per (seed, epoch, example)
+            train = augmented(train, self.task.spec, cfg.seed, epoch)
+        items = self.objective.epoch_data(train, cfg.seed, epoch)  # masks: (seed, epoch, index)
         batches = loader(items, [ix for ix, _ in parts], cfg, self.device, cfg.seed * 100_003 + epoch)
         for batch, (_, w) in zip(batches, parts):
             micro = bool((s.batch + 1) % cfg.accum_steps) and s.batch + 1 < self.batches_per_epoch

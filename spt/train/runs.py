@@ -25,10 +25,11 @@ from ..config import ObjectiveConfig, TrainConfig, replace, to_dict
 from ..data.pairs import documents_task
 from ..data.task import Task, TaskSpec
 from ..model_config import ModelConfigType, model_config_from_dict, model_config_to_dict
-from ..models.model import classifier_model, pretraining_model
+from ..models.model import classifier_model, joint_model, pretraining_model
 from ..models.task_init import apply_task_init_
 from .checkpoint import digest, load_backbone, load_checkpoint
 from .engine import RunResult, fit
+from .joint import JointDenoising
 from .objectives import Denoising, Supervised
 
 
@@ -36,6 +37,15 @@ def _meta(model_cfg: ModelConfigType, spec: TaskSpec,
           objective: Optional[ObjectiveConfig]) -> dict:
     return {"model_config": model_config_to_dict(model_cfg), "spec": dataclasses.asdict(spec),
             "objective": to_dict(objective) if objective is not None else None}
+
+
+def supervised_model(model_cfg: ModelConfigType, spec: TaskSpec, train_cfg: TrainConfig):
+    """-> (model, objective) of a supervised run: a classifier and its loss, or, with
+    ``train_cfg.aux_denoise > 0``, the classifier with a second per-position head and the
+    denoising loss trained beside the labels (:mod:`spt.train.joint`)."""
+    if train_cfg.aux_denoise:
+        return joint_model(model_cfg, spec), JointDenoising(spec, train_cfg.aux_denoise)
+    return classifier_model(model_cfg, spec), Supervised(spec)
 
 
 def pretrain(task: Task, model_cfg: ModelConfigType, objective: ObjectiveConfig,
@@ -49,6 +59,10 @@ def pretrain(task: Task, model_cfg: ModelConfigType, objective: ObjectiveConfig,
     ``SSMConfig(task_init="spectrum")`` fits the first layer to the training inputs before
     training (:func:`spt.models.task_init.apply_task_init_`).
     """
+    if train_cfg.aux_denoise:
+        raise ValueError(f"TrainConfig.aux_denoise={train_cfg.aux_denoise} adds a denoising loss "
+                         f"beside the labels of a supervised run; pretraining is denoising "
+                         f"already: set aux_denoise=0 in pretrain()'s TrainConfig")
     if task.spec.pair:
         task = documents_task(task)
     torch.manual_seed(train_cfg.seed)
@@ -92,13 +106,13 @@ def finetune(task: Task, checkpoint, train_cfg: TrainConfig, out_dir, *,
         model_cfg = replace(model_cfg, head=head)
     _check_same_task(task.spec, ckpt["spec"], ckpt["path"])
     torch.manual_seed(train_cfg.seed)
-    model = classifier_model(model_cfg, task.spec)
+    model, objective = supervised_model(model_cfg, task.spec, train_cfg)
     load_backbone(model, ckpt)
     meta = _meta(model_cfg, task.spec, None)
     meta["pretrained_from"] = ckpt["path"]  # where it was read: information, not identity
     meta["pretrained_weights"] = digest(
         {k: v for k, v in ckpt["model"].items() if k.startswith("backbone.")})
-    return fit(model, Supervised(task.spec), task, train_cfg, out_dir, stage="finetune", meta=meta,
+    return fit(model, objective, task, train_cfg, out_dir, stage="finetune", meta=meta,
                resume=resume, **fit_kw)
 
 
@@ -112,7 +126,7 @@ def train_from_scratch(task: Task, model_cfg: ModelConfigType, train_cfg: TrainC
     does not (it loads the pretrained weights).
     """
     torch.manual_seed(train_cfg.seed)
-    model = classifier_model(model_cfg, task.spec)
+    model, objective = supervised_model(model_cfg, task.spec, train_cfg)
     apply_task_init_(model, model_cfg, task)  # SSMConfig.task_init; resuming loads over it
-    return fit(model, Supervised(task.spec), task, train_cfg, out_dir, stage="scratch",
+    return fit(model, objective, task, train_cfg, out_dir, stage="scratch",
                meta=_meta(model_cfg, task.spec, None), resume=resume, **fit_kw)

@@ -156,3 +156,46 @@ def test_a_studys_table_shows_its_baselines_gains():
     assert gains.loc[gains.index[0], "text"].startswith("+6.0 [")
     assert baseline_gains(xr.Dataset({"test_accuracy": acc.sel(init=["scratch", "spt"])})) \
         is None
+
+
+@pytest.mark.parametrize("preset", ["laptop", "paper"])
+def test_the_techniques_change_the_supervised_stage_and_nothing_else(preset):
+    from spt.studies.baselines import TECHNIQUES
+    p = STUDY.preset(preset, "DATA")
+    arms = _arms(p)
+    refs = {(c["task"], c["model"], c["prior"], c["init"]): e.ref
+            for e in p.entries for c in [dict(e.coords)] if c["span"] == m14.UNCAPPED}
+    tasks = {k[0] for k in arms if k[1] != "probe"}
+    for task in tasks:
+        ref_task = refs[task, "s4", "none", "scratch"].name
+        if ref_task not in TECHNIQUES:  # Retrieval: no technique arm (a pair task)
+            assert (task, "s4", "techniques", "scratch", m14.UNCAPPED) not in arms
+            continue
+        changes, options = TECHNIQUES[ref_task]
+        for family, prior, base in (("transformer", "techniques", "none"),
+                                    ("s4", "techniques", "none"),
+                                    ("s4", "free_conv+techniques", "free_conv")):
+            for init in ("scratch", "spt"):
+                a = arms[task, family, prior, init, m14.UNCAPPED]
+                b = arms[task, family, base, init, m14.UNCAPPED]
+                assert a.model == b.model and a.pretrain == b.pretrain
+                assert a.objective == b.objective and a.train != b.train
+                assert a.train == dataclasses.replace(b.train, **changes)
+                ref, base_ref = refs[task, family, prior, init], refs[task, family, base, init]
+                assert ref.options == base_ref.options + options
+    if preset == "paper":
+        assert dict(refs["pathfinder", "s4", "techniques", "scratch"].options)["extra_train"] == \
+            ("curv_baseline", "curv_contour_length_9")
+        assert "text" in tasks and arms["text", "s4", "techniques", "scratch", -1].train.aux_denoise
+
+
+def test_baselines_add_the_techniques_where_the_task_has_them():
+    from spt.studies.registry import study
+    s01 = study("01_lra_transformers")
+    more = s01.preset("paper", "DATA", baselines=["techniques"])
+    added = {dict(e.coords)["task"]: e for e in more.entries
+             if dict(e.coords)["init"] == "scratch+techniques"}
+    assert set(added) == {"listops", "text", "image", "pathfinder", "pathx"}  # not retrieval
+    assert added["listops"].job.train.augment and not added["listops"].job.train.aux_denoise
+    assert added["text"].job.train.aux_denoise == 1.0 and not added["text"].job.train.augment
+    assert dict(added["pathfinder"].ref.options)["extra_train"]

@@ -1,0 +1,113 @@
+"""A denoising loss trained beside the labels, in the same step: Miralles-Gonzalez et al. (2025)'s
+"denoising objective within a multi-task learning framework", a from-scratch run's substitute for
+a separate self-pretraining pass (``TrainConfig.aux_denoise``).
+
+In each training step every example is corrupted once (:func:`corrupt`): CORRUPT_RATIO of its real
+positions (the same exact-count draw as masked pretraining, :class:`~spt.train.objectives.MaskedItems`),
+of which RANDOM_SHARE become a random symbol of the task and the rest ``<mask>``. The classifier reads
+the corrupted input; a second, per-position head on the same backbone output reconstructs the
+original input at every real position (not only the corrupted ones). The loss is
+
+    CE(label) + aux_denoise * mean over real positions of CE(original symbol)   (tokens)
+    CE(label) + aux_denoise * mean over real positions of L1(original value)    (continuous)
+
+Values 0.3, 1/3 and weight 1 are the authors' code's (github pablomiralles22/long-transformers,
+``text_classification.py``); the paper's own values could not be read. Continuous inputs have no
+"random symbol": all their corrupted positions are zeroed and flagged, as masked pretraining does
+(our extension; the authors use the loss on the token tasks Text and Retrieval).
+
+Validation and test read the clean input and score the classifier alone, so the selection metric
+and the reported accuracy are those of a plain supervised run.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+
+from ..data.task import MASK_ID, N_SPECIAL, TaskSpec
+from .objectives import MaskedItems, Supervised, _valid
+
+CORRUPT_RATIO = 0.3   # share of an example's real positions corrupted
+RANDOM_SHARE = 1 / 3  # share of the corrupted positions given a random symbol instead of <mask>
+
+
+def corrupt(x: torch.Tensor, masked: torch.Tensor, spec: TaskSpec,
+            generator: Optional[torch.Generator] = None) -> torch.Tensor:
+    """The corrupted inputs: x (B, L) ids or (B, L, C) values, masked (B, L) bool -> same shape.
+
+    Tokens: each masked position becomes, with probability RANDOM_SHARE, a symbol drawn uniformly
+    from the task's own symbols (ids N_SPECIAL .. vocab_size - 1), else ``<mask>``. Values: masked
+    positions are zeroed (the encoder's mask channel flags them).
+    """
+    if not spec.is_tokens:
+        return x.masked_fill(masked[..., None], 0.0)
+    draw = torch.rand(x.shape, generator=generator, device=x.device)
+    random_ids = torch.randint(N_SPECIAL, spec.vocab_size, x.shape, generator=generator,
+                               device=x.device, dtype=x.dtype)
+    out = x.masked_fill(masked, MASK_ID)
+    return torch.where(masked & (draw < RANDOM_SHARE), random_ids, out)
+
+
+class JointDenoising(Supervised):
+    """Supervised classification plus a weighted denoising loss on the same corrupted input.
+
+    step(model, batch, generator) -> (loss, stats). In training the model is called as
+    ``model(corrupted, valid, masked, aux=True)`` and returns ((B, n_classes) logits,
+    (B, L, V or C) reconstructions) (:func:`spt.models.model.joint_model`); in evaluation
+    (``model.training`` False) as a plain classifier on the clean input. Reported metrics are the
+    classifier's (loss = its CE) plus, on training epochs, ``denoise_loss``.
+    """
+
+    def __init__(self, spec: TaskSpec, weight: float):
+        if spec.pair:
+            raise ValueError(f"TrainConfig.aux_denoise: task {spec.name!r} is a pair task; the "
+                             f"joint denoising loss is built for single-sequence tasks. Set "
+                             f"aux_denoise=0 for it")
+        if spec.is_regression:
+            raise ValueError(f"TrainConfig.aux_denoise: task {spec.name!r} is a regression task; "
+                             f"the joint denoising loss is built beside a classifier. Set "
+                             f"aux_denoise=0 for it")
+        if weight <= 0:
+            raise ValueError(f"TrainConfig.aux_denoise must be > 0 to use the joint loss, got "
+                             f"{weight!r}")
+        super().__init__(spec)
+        self.weight = weight
+
+    def epoch_data(self, dataset, seed: int, epoch: int):
+        """Items with their corrupted positions ("masked"), drawn from (seed, epoch, index)."""
+        return MaskedItems(dataset, CORRUPT_RATIO, seed, epoch)
+
+    def step(self, model, batch: dict, generator: Optional[torch.Generator] = None):
+        if not model.training:
+            return super().step(model, batch, generator)
+        x, valid = batch["inputs"], _valid(batch)
+        masked = batch.get("masked")
+        if masked is None:
+            raise ValueError("the joint denoising loss needs each item's corrupted positions "
+                             "(batch['masked']): read the training data through "
+                             "JointDenoising.epoch_data")
+        logits, recon = model(corrupt(x, masked, self.spec, generator), batch.get("valid"),
+                              masked, aux=True)
+        y = batch["label"]
+        ce = F.cross_entropy(logits.float(), y, reduction="none")
+        n = torch.full((), float(y.shape[0]), device=logits.device)
+        recon = recon.float().masked_fill(~valid[..., None], 0.0)
+        if self.spec.is_tokens:
+            per_pos = F.cross_entropy(recon.flatten(0, 1), x.masked_fill(~valid, 0).flatten(),
+                                      reduction="none").view(valid.shape)
+        else:
+            per_pos = (recon - x.float().masked_fill(~valid[..., None], 0.0)).abs().mean(-1)
+        per_pos = per_pos.masked_fill(~valid, 0.0)
+        n_pos = valid.sum().clamp_min(1).float()
+        aux = per_pos.sum() / n_pos
+        stats = {"loss_sum": ce.sum(), "n": n, "correct": (logits.argmax(-1) == y).sum().float(),
+                 "aux_sum": per_pos.sum(), "aux_n": n_pos}
+        return ce.mean() + self.weight * aux, stats
+
+    def metrics(self, s: dict) -> dict:
+        out = super().metrics(s)
+        if "aux_sum" in s:
+            out["denoise_loss"] = float(s["aux_sum"]) / max(float(s["aux_n"]), 1.0)
+        return out
