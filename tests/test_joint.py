@@ -113,6 +113,10 @@ def test_scratch_with_the_joint_loss_trains_and_exports_a_plain_classifier(digit
     batch = pad_collate([digits.test[i] for i in range(8)])
     torch.testing.assert_close(loaded(batch["inputs"], batch.get("valid")),
                                run.model.eval()(batch["inputs"], batch.get("valid")))
+    run.model.save_pretrained(tmp_path / "direct")  # the joint model saved as its classifier
+    direct = SequenceModel.from_pretrained(tmp_path / "direct").eval()
+    torch.testing.assert_close(direct(batch["inputs"], batch.get("valid")),
+                               run.model.eval()(batch["inputs"], batch.get("valid")))
 
 
 def test_the_joint_loss_changes_training(digits, tmp_path):

@@ -231,6 +231,13 @@ class JointModel(SequenceModel):
         logits = self.head(h, valid)
         return (logits, self.aux_head(h, valid)) if aux else logits
 
+    def _save_pretrained(self, save_directory) -> None:
+        """Saved as the classifier it is (the training-only head left out), so the folder loads
+        with ``SequenceModel.from_pretrained``."""
+        plain = SequenceModel(self.backbone, self.head)
+        plain.hub_config = self.hub_config
+        plain._save_pretrained(save_directory)
+
 
 def joint_model(cfg: ModelConfigType, spec: TaskSpec) -> JointModel:
     """:func:`classifier_model` plus a per-position head reconstructing the input: over the
