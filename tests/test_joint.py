@@ -10,8 +10,8 @@ from spt.data.task import MASK_ID, N_SPECIAL, PAD_ID, TaskSpec
 from spt.hub import export_checkpoint
 from spt.models.model import SequenceModel, classifier_model, joint_model
 from spt.train import finetune, pretrain, train_from_scratch
-from spt.train.joint import RANDOM_SHARE, JointDenoising, corrupt
-from spt.train.objectives import Supervised
+from spt.train.joint import CORRUPT_RATIO, RANDOM_SHARE, JointDenoising, corrupt
+from spt.train.objectives import Supervised, mask_positions
 
 TOK = TaskSpec("tok", seq_len=64, num_classes=3, vocab_size=12)
 CONT = TaskSpec("cont", seq_len=64, num_classes=3, d_input=2)
@@ -138,6 +138,61 @@ def test_finetune_takes_the_joint_loss_and_pretraining_refuses_it(digits, tmp_pa
 def test_bad_settings_name_the_field():
     with pytest.raises(ValueError, match="aux_denoise"):
         TrainConfig(aux_denoise=-1.0)
-    pair = TaskSpec("pairs", seq_len=64, num_classes=2, vocab_size=12, pair=True)
-    with pytest.raises(ValueError, match="pair task"):
-        JointDenoising(pair, 1.0)
+    reg = TaskSpec("reg", seq_len=64, num_classes=None, d_input=1)
+    with pytest.raises(ValueError, match="regression"):
+        JointDenoising(reg, 1.0)
+
+
+PAIR = TaskSpec("pairs", seq_len=64, num_classes=2, vocab_size=12, pair=True)
+
+
+def pair_items(n=6, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [{"inputs": torch.randint(N_SPECIAL, 12, (20 - i,), generator=g),
+             "inputs2": torch.randint(N_SPECIAL, 12, (14 - 2 * i,), generator=g),
+             "label": torch.tensor(i % 2)} for i in range(n)]
+
+
+def test_a_pair_task_corrupts_and_reconstructs_both_documents():
+    items = pair_items(3)
+    read = JointDenoising(PAIR, 0.5).epoch_data(items, seed=0, epoch=2)
+    got = [read[i] for i in range(3)]
+    for i, it in enumerate(got):  # the documents' positions as the pretraining view numbers them
+        assert torch.equal(it["masked"], mask_positions(20 - i, CORRUPT_RATIO, 0, 2, 2 * i))
+        assert torch.equal(it["masked2"], mask_positions(14 - 2 * i, CORRUPT_RATIO, 0, 2,
+                                                         2 * i + 1))
+    batch = pad_collate(got)
+    torch.manual_seed(0)
+    model = joint_model(MODEL, PAIR).train()
+    loss, stats = JointDenoising(PAIR, 0.5).step(model, batch, torch.Generator().manual_seed(7))
+
+    g = torch.Generator().manual_seed(7)
+    seen = corrupt(batch["inputs"], batch["masked"], PAIR, g)
+    seen2 = corrupt(batch["inputs2"], batch["masked2"], PAIR, g)
+    logits, recon = model(seen, batch["valid"], batch["masked"], inputs2=seen2,
+                          valid2=batch["valid2"], masked2=batch["masked2"], aux=True)
+    assert recon.shape[0] == 6  # both documents of 3 pairs
+    per_doc = [F.cross_entropy(recon[i, :n], batch["inputs"][i, :n], reduction="sum")
+               for i, n in enumerate([20, 19, 18])]
+    per_doc += [F.cross_entropy(recon[3 + i, :n], batch["inputs2"][i, :n], reduction="sum")
+                for i, n in enumerate([14, 12, 10])]
+    aux = sum(per_doc) / (57 + 36)
+    torch.testing.assert_close(loss, F.cross_entropy(logits, batch["label"]) + 0.5 * aux)
+    # evaluation: the dual encoder on the clean pair
+    model.eval()
+    ref = classifier_model(MODEL, PAIR)
+    ref.load_state_dict({k: v for k, v in model.state_dict().items()
+                         if not k.startswith("aux_head.")})
+    ref.eval()
+    torch.testing.assert_close(
+        model(batch["inputs"], batch["valid"], inputs2=batch["inputs2"], valid2=batch["valid2"]),
+        ref(batch["inputs"], batch["valid"], inputs2=batch["inputs2"], valid2=batch["valid2"]))
+
+
+def test_a_pair_task_trains_with_the_joint_loss(tmp_path):
+    from spt.data.task import Task
+    task = Task(PAIR, pair_items(8), pair_items(4, 1), pair_items(4, 2))
+    run = train_from_scratch(task, MODEL, cfg(aux_denoise=1.0, batch_size=4), tmp_path / "p")
+    assert bool((run.history["train_denoise_loss"] > 0).all())
+    out = export_checkpoint(run.best_checkpoint, tmp_path / "hub")
+    assert type(SequenceModel.from_pretrained(out)).__name__ == "DualEncoderModel"

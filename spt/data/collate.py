@@ -27,7 +27,8 @@ def pad_collate(items: list[dict], pad_value: float = 0) -> dict:
     returns: {"inputs": (B, L) or (B, L, C), "valid": (B, L) bool (True = real position),
               "label": (B,)} with L = max L_i; padded inputs are `pad_value` (PAD_ID for tokens).
               Pair items add "inputs2" (B, L2) and "valid2" (B, L2), padded on their own
-              (L2 = max L2_i); masked items add "masked" (B, L), False on padding.
+              (L2 = max L2_i); masked items add "masked" (B, L), False on padding (and pair
+              items "masked2" (B, L2), :class:`spt.train.joint.PairMaskedItems`).
     """
     if not items:
         raise ValueError("pad_collate got an empty list of items")
@@ -38,6 +39,8 @@ def pad_collate(items: list[dict], pad_value: float = 0) -> dict:
         batch["inputs2"], batch["valid2"] = _pad([it["inputs2"] for it in items], pad_value)
     if _every_or_none(items, "masked", "items with and without masks"):
         batch["masked"], _ = _pad([it["masked"] for it in items], False)
+    if _every_or_none(items, "masked2", "pair items with and without masks"):
+        batch["masked2"], _ = _pad([it["masked2"] for it in items], False)
     return batch
 
 

@@ -219,7 +219,8 @@ class JointModel(SequenceModel):
     forward(inputs, valid=None, masked=None) -> (B, n_out) logits, as a classifier;
     forward(..., aux=True) -> (logits, (B, L, n_aux) reconstructions).
     The extra head's parameters are ``aux_head.*``; the rest are the classifier's, named as
-    :func:`classifier_model` names them (an exported model drops ``aux_head``).
+    :func:`classifier_model` names them; it is saved as that classifier (the extra head, a
+    training device, left out).
     """
 
     def __init__(self, backbone: nn.Module, head: nn.Module, aux_head: nn.Module):
@@ -232,22 +233,46 @@ class JointModel(SequenceModel):
         return (logits, self.aux_head(h, valid)) if aux else logits
 
     def _save_pretrained(self, save_directory) -> None:
-        """Saved as the classifier it is (the training-only head left out), so the folder loads
-        with ``SequenceModel.from_pretrained``."""
+        """Saved as the classifier it is, so the folder loads with ``SequenceModel.from_pretrained``."""
         plain = SequenceModel(self.backbone, self.head)
         plain.hub_config = self.hub_config
         plain._save_pretrained(save_directory)
 
 
-def joint_model(cfg: ModelConfigType, spec: TaskSpec) -> JointModel:
+class JointDualModel(DualEncoderModel):
+    """:class:`JointModel` for a pair task: the dual encoder plus the per-position head.
+
+    forward(inputs, valid, masked=None, *, inputs2, valid2, masked2=None, aux=False): the logits
+    (B, n_out); with aux=True also the reconstructions (2B, L, n_aux) of both documents, stacked
+    as :func:`stack_pair` stacks them (rows 0..B-1 the first documents).
+    """
+
+    def __init__(self, backbone: nn.Module, head: nn.Module, aux_head: nn.Module):
+        super().__init__(backbone, head)
+        self.aux_head = aux_head
+
+    def forward(self, inputs, valid=None, masked=None, *, inputs2=None, valid2=None,
+                masked2=None, aux: bool = False):
+        if inputs2 is None:
+            raise ValueError("JointDualModel classifies document pairs: pass inputs2 (and "
+                             "valid2), the second documents of the batch")
+        x, v = stack_pair(inputs, valid, inputs2, valid2)
+        m = None if masked is None else stack_pair(masked, None, masked2, None)[0]
+        h = self.backbone(x, v, m)
+        logits = self.head(h, v)
+        return (logits, self.aux_head(h, v)) if aux else logits
+
+    _save_pretrained = JointModel._save_pretrained
+
+
+def joint_model(cfg: ModelConfigType, spec: TaskSpec) -> SequenceModel:
     """:func:`classifier_model` plus a per-position head reconstructing the input: over the
-    vocabulary for token tasks, the values (L1) for continuous ones."""
-    if spec.pair:
-        raise ValueError(f"task {spec.name!r} is a pair task: the joint denoising model is built for "
-                         f"single-sequence tasks (TrainConfig.aux_denoise=0)")
+    vocabulary for token tasks, the values (L1) for continuous ones. A pair task gets a
+    :class:`JointDualModel`, any other a :class:`JointModel`."""
     model = classifier_model(cfg, spec)
     n_aux = spec.vocab_size if spec.is_tokens else spec.d_input
-    joint = JointModel(model.backbone, model.head, TokenHead(cfg.d_model, n_aux))
+    kind = JointDualModel if spec.pair else JointModel
+    joint = kind(model.backbone, model.head, TokenHead(cfg.d_model, n_aux))
     joint.hub_config = model.hub_config
     apply_init_(joint.aux_head, cfg)  # SSMConfig(init='random'); the rest is classifier_model's
     return joint

@@ -70,14 +70,15 @@ def tdi(cfg: SSMConfig) -> SSMConfig:
 # task (TaskRef.name) -> (TrainConfig changes, TaskRef options): Miralles-Gonzalez et al.'s
 # techniques as the authors' code (github pablomiralles22/long-transformers) applies them: ListOps
 # operand shuffles; CIFAR AutoAugment, flips and affine moves; Pathfinder flips, turns and easier
-# images; the denoising loss beside the labels on Text (and Retrieval, a pair task, not built
-# here: no techniques arm runs on it). The laptop digits get the image augmentation and the
-# joint loss both, so the laptop preset runs each technique.
+# images; the denoising loss beside the labels on Text and Retrieval (both documents). The laptop
+# digits get the image augmentation and the joint loss both, so the laptop preset runs each
+# technique.
 TECHNIQUES = {"listops": ({"augment": True}, ()),
               "image": ({"augment": True}, ()),
               "pathfinder": ({"augment": True}, (("extra_train", EASIER),)),
               "pathx": ({"augment": True}, (("extra_train", EASIER),)),
               "text": ({"aux_denoise": 1.0}, ()),
+              "retrieval": ({"aux_denoise": 1.0}, ()),
               "digits": ({"augment": True, "aux_denoise": 1.0}, ())}
 
 

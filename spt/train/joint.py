@@ -14,7 +14,11 @@ original input at every real position (not only the corrupted ones). The loss is
 Values 0.3, 1/3 and weight 1 are the authors' code's (github pablomiralles22/long-transformers,
 ``text_classification.py``); the paper's own values could not be read. Continuous inputs have no
 "random symbol": all their corrupted positions are zeroed and flagged, as masked pretraining does
-(our extension; the authors use the loss on the token tasks Text and Retrieval).
+(our extension; the authors use the loss on the token tasks Text and Retrieval). A pair task
+(Retrieval) corrupts and reconstructs both documents: document 2i and 2i + 1 of the pretraining
+view (:func:`spt.data.pairs.documents_task`) get their positions from (seed, epoch, 2i) and
+(seed, epoch, 2i + 1) (:class:`PairMaskedItems`), and the reconstruction loss averages over the
+real positions of both.
 
 Validation and test read the clean input and score the classifier alone, so the selection metric
 and the reported accuracy are those of a plain supervised run.
@@ -25,9 +29,11 @@ from typing import Optional
 
 import torch
 import torch.nn.functional as F
+from torch.utils.data import Dataset
 
 from ..data.task import MASK_ID, N_SPECIAL, TaskSpec
-from .objectives import MaskedItems, Supervised, _valid
+from ..models.model import stack_pair
+from .objectives import MaskedItems, Supervised, _valid, mask_positions
 
 CORRUPT_RATIO = 0.3   # share of an example's real positions corrupted
 RANDOM_SHARE = 1 / 3  # share of the corrupted positions given a random symbol instead of <mask>
@@ -50,6 +56,27 @@ def corrupt(x: torch.Tensor, masked: torch.Tensor, spec: TaskSpec,
     return torch.where(masked & (draw < RANDOM_SHARE), random_ids, out)
 
 
+class PairMaskedItems(Dataset):
+    """A pair task's `dataset` whose item i also holds "masked" (L1_i,) and "masked2" (L2_i,)
+    bool: the corrupted positions of its two documents, :func:`mask_positions` for (seed, epoch,
+    2i) and (seed, epoch, 2i + 1)."""
+
+    def __init__(self, dataset, ratio: float, seed: int, epoch: int):
+        self.dataset, self.ratio, self.seed, self.epoch = dataset, ratio, seed, epoch
+
+    def __len__(self):
+        return len(self.dataset)
+
+    def __getitem__(self, i: int) -> dict:
+        item = self.dataset[i]
+        i = int(i)
+        return {**item,
+                "masked": mask_positions(len(item["inputs"]), self.ratio, self.seed, self.epoch,
+                                         2 * i),
+                "masked2": mask_positions(len(item["inputs2"]), self.ratio, self.seed,
+                                          self.epoch, 2 * i + 1)}
+
+
 class JointDenoising(Supervised):
     """Supervised classification plus a weighted denoising loss on the same corrupted input.
 
@@ -61,10 +88,6 @@ class JointDenoising(Supervised):
     """
 
     def __init__(self, spec: TaskSpec, weight: float):
-        if spec.pair:
-            raise ValueError(f"TrainConfig.aux_denoise: task {spec.name!r} is a pair task; the "
-                             f"joint denoising loss is built for single-sequence tasks. Set "
-                             f"aux_denoise=0 for it")
         if spec.is_regression:
             raise ValueError(f"TrainConfig.aux_denoise: task {spec.name!r} is a regression task; "
                              f"the joint denoising loss is built beside a classifier. Set "
@@ -76,20 +99,31 @@ class JointDenoising(Supervised):
         self.weight = weight
 
     def epoch_data(self, dataset, seed: int, epoch: int):
-        """Items with their corrupted positions ("masked"), drawn from (seed, epoch, index)."""
+        """Items with their corrupted positions ("masked", and "masked2" for a pair task),
+        drawn from (seed, epoch, index)."""
+        if self.spec.pair:
+            return PairMaskedItems(dataset, CORRUPT_RATIO, seed, epoch)
         return MaskedItems(dataset, CORRUPT_RATIO, seed, epoch)
 
     def step(self, model, batch: dict, generator: Optional[torch.Generator] = None):
         if not model.training:
             return super().step(model, batch, generator)
-        x, valid = batch["inputs"], _valid(batch)
         masked = batch.get("masked")
-        if masked is None:
+        if masked is None or (self.spec.pair and batch.get("masked2") is None):
             raise ValueError("the joint denoising loss needs each item's corrupted positions "
-                             "(batch['masked']): read the training data through "
-                             "JointDenoising.epoch_data")
-        logits, recon = model(corrupt(x, masked, self.spec, generator), batch.get("valid"),
-                              masked, aux=True)
+                             "(batch['masked'], and 'masked2' for a pair task): read the training "
+                             "data through JointDenoising.epoch_data")
+        x, seen = batch["inputs"], corrupt(batch["inputs"], masked, self.spec, generator)
+        if self.spec.pair:
+            x2 = batch["inputs2"]
+            seen2 = corrupt(x2, batch["masked2"], self.spec, generator)
+            logits, recon = model(seen, batch.get("valid"), masked, inputs2=seen2,
+                                  valid2=batch.get("valid2"), masked2=batch["masked2"], aux=True)
+            x, valid = stack_pair(x, batch.get("valid"), x2, batch.get("valid2"))
+            valid = _valid({"inputs": x, "valid": valid})
+        else:
+            logits, recon = model(seen, batch.get("valid"), masked, aux=True)
+            valid = _valid(batch)
         y = batch["label"]
         ce = F.cross_entropy(logits.float(), y, reduction="none")
         n = torch.full((), float(y.shape[0]), device=logits.device)

@@ -168,9 +168,6 @@ def test_the_techniques_change_the_supervised_stage_and_nothing_else(preset):
     tasks = {k[0] for k in arms if k[1] != "probe"}
     for task in tasks:
         ref_task = refs[task, "s4", "none", "scratch"].name
-        if ref_task not in TECHNIQUES:  # Retrieval: no technique arm (a pair task)
-            assert (task, "s4", "techniques", "scratch", m14.UNCAPPED) not in arms
-            continue
         changes, options = TECHNIQUES[ref_task]
         for family, prior, base in (("transformer", "techniques", "none"),
                                     ("s4", "techniques", "none"),
@@ -186,7 +183,8 @@ def test_the_techniques_change_the_supervised_stage_and_nothing_else(preset):
     if preset == "paper":
         assert dict(refs["pathfinder", "s4", "techniques", "scratch"].options)["extra_train"] == \
             ("curv_baseline", "curv_contour_length_9")
-        assert "text" in tasks and arms["text", "s4", "techniques", "scratch", -1].train.aux_denoise
+        for task in ("text", "retrieval"):
+            assert arms[task, "s4", "techniques", "scratch", -1].train.aux_denoise == 1.0
 
 
 def test_baselines_add_the_techniques_where_the_task_has_them():
@@ -195,7 +193,7 @@ def test_baselines_add_the_techniques_where_the_task_has_them():
     more = s01.preset("paper", "DATA", baselines=["techniques"])
     added = {dict(e.coords)["task"]: e for e in more.entries
              if dict(e.coords)["init"] == "scratch+techniques"}
-    assert set(added) == {"listops", "text", "image", "pathfinder", "pathx"}  # not retrieval
+    assert set(added) == {"listops", "text", "retrieval", "image", "pathfinder", "pathx"}
     assert added["listops"].job.train.augment and not added["listops"].job.train.aux_denoise
     assert added["text"].job.train.aux_denoise == 1.0 and not added["text"].job.train.augment
     assert dict(added["pathfinder"].ref.options)["extra_train"]
