@@ -61,7 +61,7 @@ def smoke(data_root=None) -> GridPreset:
               {k: smoke_arm(a, 128) for k, a in paper_arms("listops").items()}),
              ("digits", smoke_digits(),
               {k: smoke_arm(a, 64) for k, a in paper_arms("image").items()})]
-    return GridPreset("smoke", _entries(tasks), note="CPU smoke run: 2-layer S4 / DLR, 3 epochs, "
+    return GridPreset("smoke", _entries(tasks), note="CPU smoke run: 2-layer S4 / DLR, 2 epochs, "
                       "generated ListOps and digits 8x8 for Image; checks the pipeline only")
 
 

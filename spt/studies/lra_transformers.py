@@ -83,7 +83,7 @@ def smoke(data_root=None) -> GridPreset:
                 arm = dataclasses.replace(arm, objective=replace(arm.objective, loss="l1"))
             entries.append(Entry((("task", name), ("init", i)), ref, smoke_arm(arm, L)))
     return GridPreset("smoke", tuple(entries), seeds=(0,),
-                      note="CPU smoke run: 2-layer d=32 models, 3 epochs, generated ListOps "
+                      note="CPU smoke run: 2-layer d=32 models, 2 epochs, generated ListOps "
                            "(<=100 symbols), digits 8x8 standing in for Image. "
                            "It checks the pipeline; its numbers are not the paper's.")
 

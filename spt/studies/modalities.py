@@ -65,7 +65,7 @@ def smoke(data_root=None) -> GridPreset:
     return GridPreset("smoke", entries, note="CPU smoke run: no speech / CIFAR / BIDMC data offline, "
                       "so digits 8x8 stand in for the causal and bidirectional classification "
                       "rows and a synthetic regression in BIDMC's .ts format for BIDMC HR; 2-layer "
-                      "models, 3 epochs. It checks the pipeline, not the paper's numbers.")
+                      "models, 2 epochs. It checks the pipeline, not the paper's numbers.")
 
 
 PRESETS = {"smoke": smoke, "paper": paper}

@@ -113,7 +113,7 @@ def smoke(data_root=None) -> GridPreset:
     ref = smoke_digits()
     return GridPreset("smoke", _entries(ref, SMOKE_SIZES, _smoke_arms),
                       note=f"CPU smoke run: 2-layer models of about {SMOKE_SIZES} parameters on "
-                           f"digits 8x8, 3 epochs; checks the pipeline, not the paper's numbers")
+                           f"digits 8x8, 2 epochs; checks the pipeline, not the paper's numbers")
 
 
 PRESETS = {"smoke": smoke, "paper": paper}

@@ -118,7 +118,7 @@ def write_synthetic_bidmc(root) -> Path:
 
 
 # ------------------------------------------------------------------------------------ smoke sizes
-SMOKE_EPOCHS = 3
+SMOKE_EPOCHS = 2
 
 
 def shrink(model, **sizes):
@@ -140,7 +140,7 @@ SMOKE_LR = 2e-3
 
 def smoke_train(cfg: TrainConfig, epochs: int = SMOKE_EPOCHS, **changes) -> TrainConfig:
     """Paper optimisation settings with a smoke budget: few epochs, batch <= 32, no progress bar,
-    and lr 2e-3 (the paper's rates, down to 5e-5, move a tiny model nowhere in 3 epochs)."""
+    and lr 2e-3 (the paper's rates, down to 5e-5, move a tiny model nowhere in 2 epochs)."""
     return replace(cfg, **{"epochs": epochs, "batch_size": min(cfg.batch_size, 32),
                            "progress": False, "patience": None, "lr": SMOKE_LR, **changes})
 

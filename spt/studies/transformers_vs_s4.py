@@ -51,7 +51,7 @@ def smoke(data_root=None) -> GridPreset:
              ("digits", "image", smoke_digits(), 64))
     entries = tuple(Entry((("task", name), ("model", m), ("init", i)), ref, smoke_arm(arm, L))
                     for name, row, ref, L in tasks for (m, i), arm in paper_arms(row).items())
-    return GridPreset("smoke", entries, note="CPU smoke run: 2-layer models, 3 epochs, generated "
+    return GridPreset("smoke", entries, note="CPU smoke run: 2-layer models, 2 epochs, generated "
                       "ListOps and digits 8x8 for Image; checks the pipeline, not the paper's numbers")
 
 
