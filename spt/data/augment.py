@@ -313,16 +313,23 @@ def has_augmentation(spec: TaskSpec) -> bool:
     return _augmentation(spec) is not None
 
 
+def augmentation_for(spec: TaskSpec):
+    """The task's augmentation (inputs, spec, rng -> inputs); a ValueError naming the tasks that
+    have one when it has none."""
+    fn = _augmentation(spec)
+    if fn is None:
+        raise ValueError(f"task {spec.name!r} has no data augmentation; tasks with one: names "
+                         f"starting with {', '.join(AUGMENTATIONS)}. Train it without "
+                         f"augmentation")
+    return fn
+
+
 class AugmentedItems(Dataset):
     """`dataset` whose item i has its "inputs" augmented with the generator seeded by
     (seed, epoch, i, SALT); every other key passes through unchanged."""
 
     def __init__(self, dataset, spec: TaskSpec, seed: int, epoch: int):
-        fn = _augmentation(spec)
-        if fn is None:
-            raise ValueError(f"task {spec.name!r} has no data augmentation; tasks with one: names "
-                             f"starting with {', '.join(AUGMENTATIONS)}. Train it without "
-                             f"augmentation")
+        fn = augmentation_for(spec)
         if seed < 0 or epoch < 0:
             raise ValueError(f"augmentations are drawn from (seed, epoch, index), which must be "
                              f">= 0: got seed={seed}, epoch={epoch}")

@@ -387,13 +387,19 @@ def write_fixtures(root, tasks: Optional[Iterable[str]] = None, seed: int = 0) -
             out[task] = folder
             continue
         out[task] = folder
-        if folder.exists() and not _is_fixture(folder):
-            raise FileExistsError(f"{folder} exists and holds data not written by `spt data "
-                                  f"fixtures`; choose another folder or delete it")
-        atomic_dir(folder, lambda tmp: _write_task(tmp, task, seed))
+        _replace_fixture(folder, task, seed)
         if task in ("pathfinder", "pathx", "pathx256"):
             _write_easier(folder, task, seed)
     return out
+
+
+def _replace_fixture(folder: Path, task: str, seed: int) -> None:
+    """Write `task`'s fixture at `folder`, replacing one written here before; a folder holding
+    anything else raises FileExistsError."""
+    if folder.exists() and not _is_fixture(folder):
+        raise FileExistsError(f"{folder} exists and holds data not written by `spt data "
+                              f"fixtures`; choose another folder or delete it")
+    atomic_dir(folder, lambda tmp: _write_task(tmp, task, seed))
 
 
 def _write_easier(folder: Path, task: str, seed: int) -> None:
@@ -402,11 +408,7 @@ def _write_easier(folder: Path, task: str, seed: int) -> None:
     same generator with other draws (a fixture checks the layout, not the difficulty)."""
     from .pathfinder import EASIER
     for i, difficulty in enumerate(EASIER, start=1):
-        sibling = folder.parent / difficulty
-        if sibling.exists() and not _is_fixture(sibling):
-            raise FileExistsError(f"{sibling} exists and holds data not written by `spt data "
-                                  f"fixtures`; choose another folder or delete it")
-        atomic_dir(sibling, lambda tmp, i=i: _write_task(tmp, task, seed + 1000 * i))
+        _replace_fixture(folder.parent / difficulty, task, seed + 1000 * i)
 
 
 def _write_task(folder: Path, task: str, seed: int) -> None:

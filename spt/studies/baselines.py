@@ -207,12 +207,13 @@ def with_baselines(p: GridPreset, names, study: str = "") -> GridPreset:
         family = family_of(getattr(e.job, "model", None))
         if coords.get("init") != "scratch" or family is None:
             continue
+        task = getattr(e.ref, "name", None)
         for name in names:
-            if _applies(family, name, e.job.model, getattr(e.ref, "name", None)):
+            if _applies(family, name, e.job.model, task):
                 added.append(dataclasses.replace(e, coords=tuple(
                     (k, f"scratch+{name}" if k == "init" else v) for k, v in e.coords),
                     ref=technique_ref(e.ref, name, family),
-                    job=with_prior(e.job, family, name, getattr(e.ref, "name", None))))
+                    job=with_prior(e.job, family, name, task)))
     if not added:
         raise ValueError(f"study {study}: baselines {names} apply to none of its cells (they "
                          f"need a from-scratch Transformer or S4 arm, init='scratch')")

@@ -43,7 +43,7 @@ from tqdm.auto import tqdm
 from .. import locks
 from ..compat import cuda_rng_state, pretrained_identity, rank_rng_states
 from ..config import TrainConfig, to_dict
-from ..data.augment import augmented, has_augmentation
+from ..data.augment import augmentation_for, augmented
 from ..same_run import RESUMABLE_FIELDS, differences
 from . import distributed as D
 from .checkpoint import FORMAT, atomic_save, read_checkpoint
@@ -236,8 +236,8 @@ class _Run:
         self.n = len(task.train)
         if self.n == 0:
             raise ValueError(f"task {task.spec.name!r} has an empty training split")
-        if cfg.augment and not has_augmentation(task.spec):
-            augmented(task.train, task.spec, cfg.seed, 0)  # its error names the tasks that have one
+        if cfg.augment:
+            augmentation_for(task.spec)  # a task without one is refused before any work
         self.batches_per_epoch = math.ceil(self.n / cfg.batch_size)
         self.steps_per_epoch = math.ceil(self.batches_per_epoch / cfg.accum_steps)
         self.total_steps = cfg.epochs * self.steps_per_epoch

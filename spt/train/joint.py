@@ -28,12 +28,11 @@ from __future__ import annotations
 from typing import Optional
 
 import torch
-import torch.nn.functional as F
 from torch.utils.data import Dataset
 
 from ..data.task import MASK_ID, N_SPECIAL, TaskSpec
 from ..models.model import stack_pair
-from .objectives import MaskedItems, Supervised, _valid, mask_positions
+from .objectives import MaskedItems, Supervised, _valid, mask_positions, position_losses
 
 CORRUPT_RATIO = 0.3   # share of an example's real positions corrupted
 RANDOM_SHARE = 1 / 3  # share of the corrupted positions given a random symbol instead of <mask>
@@ -124,21 +123,11 @@ class JointDenoising(Supervised):
         else:
             logits, recon = model(seen, batch.get("valid"), masked, aux=True)
             valid = _valid(batch)
-        y = batch["label"]
-        ce = F.cross_entropy(logits.float(), y, reduction="none")
-        n = torch.full((), float(y.shape[0]), device=logits.device)
-        recon = recon.float().masked_fill(~valid[..., None], 0.0)
-        if self.spec.is_tokens:
-            per_pos = F.cross_entropy(recon.flatten(0, 1), x.masked_fill(~valid, 0).flatten(),
-                                      reduction="none").view(valid.shape)
-        else:
-            per_pos = (recon - x.float().masked_fill(~valid[..., None], 0.0)).abs().mean(-1)
-        per_pos = per_pos.masked_fill(~valid, 0.0)
+        loss, stats = self.label_loss(logits, batch["label"])
+        per_pos, _, _ = position_losses(recon, x, valid, self.spec.is_tokens)
         n_pos = valid.sum().clamp_min(1).float()
-        aux = per_pos.sum() / n_pos
-        stats = {"loss_sum": ce.sum(), "n": n, "correct": (logits.argmax(-1) == y).sum().float(),
-                 "aux_sum": per_pos.sum(), "aux_n": n_pos}
-        return ce.mean() + self.weight * aux, stats
+        stats.update(aux_sum=per_pos.sum(), aux_n=n_pos)
+        return loss + self.weight * per_pos.sum() / n_pos, stats
 
     def metrics(self, s: dict) -> dict:
         out = super().metrics(s)

@@ -103,6 +103,21 @@ def _r2(s: dict) -> float:
     return 1.0 - float(s["sse"]) / sst if sst > 0 else float("nan")
 
 
+def position_losses(out: torch.Tensor, targets: torch.Tensor, at: torch.Tensor, ce: bool):
+    """-> (losses (B, L), pred, tgt): the loss at each position where `at` (B, L) is True and 0
+    elsewhere; CE of out (B, L, V) against ids targets (B, L) when `ce`, else the mean L1 over the
+    channels of out and targets (B, L, C). pred and tgt are out (as float) and targets with the
+    other positions zeroed (masked_fill: no gradient, or NaN, leaks from them)."""
+    off = ~at[..., None]
+    pred = out.float().masked_fill(off, 0.0)
+    if ce:
+        tgt = targets.masked_fill(~at, 0)
+        losses = F.cross_entropy(pred.flatten(0, 1), tgt.flatten(), reduction="none")
+        return losses.view(at.shape).masked_fill(~at, 0.0), pred, tgt
+    tgt = targets.float().masked_fill(off, 0.0)
+    return (pred - tgt).abs().mean(-1), pred, tgt
+
+
 def _valid(batch: dict) -> torch.Tensor:
     """batch["valid"] (B, L) bool; all True when the batch has none (no padding)."""
     valid = batch.get("valid")
@@ -175,19 +190,13 @@ class Denoising:
             targets = self.spec.level_of(targets[..., 0])        # (B, L, 1) values -> (B, L)
         out = model(inputs, batch.get("valid"), masked)       # (B, L, V) or (B, L, C)
         n = at.sum().clamp_min(1).float()
-        off = ~at[..., None]
-        pred = out.float().masked_fill(off, 0.0)  # masked_fill: no gradient (or NaN) leaks from off
+        losses, pred, tgt = position_losses(out, targets, at, self.cfg.loss == "ce")
+        stats = {"loss_sum": losses.sum(), "n": n}
         if self.cfg.loss == "ce":
-            tgt = targets.masked_fill(~at, 0)
-            losses = F.cross_entropy(pred.flatten(0, 1), tgt.flatten(), reduction="none")
-            losses = losses.view(at.shape).masked_fill(~at, 0.0)
-            correct = ((pred.argmax(-1) == tgt) & at).sum().float()
-            return losses.sum() / n, {"loss_sum": losses.sum(), "n": n, "correct": correct}
-        tgt = targets.float().masked_fill(off, 0.0)
-        err = (pred - tgt).abs().mean(-1)                     # (B, L); 0 off the scored positions
-        stats = {"loss_sum": err.sum(), "n": n,
-                 **_r2_stats(pred, tgt, n_values=at.sum() * tgt.shape[-1])}
-        return err.sum() / n, stats
+            stats["correct"] = ((pred.argmax(-1) == tgt) & at).sum().float()
+        else:
+            stats.update(_r2_stats(pred, tgt, n_values=at.sum() * tgt.shape[-1]))
+        return losses.sum() / n, stats
 
     def metrics(self, s: dict) -> dict:
         n = max(float(s["n"]), 1.0)
@@ -227,8 +236,11 @@ class Supervised:
                      valid2=batch.get("valid2"))
 
     def step(self, model, batch: dict, generator: Optional[torch.Generator] = None):
-        out = self._forward(model, batch).float()
-        y = batch["label"]
+        return self.label_loss(self._forward(model, batch), batch["label"])
+
+    def label_loss(self, out: torch.Tensor, y: torch.Tensor):
+        """-> (mean loss, summed stats) of the model's output `out` (B, n_out) for labels y (B,)."""
+        out = out.float()
         n = torch.full((), float(y.shape[0]), device=out.device)  # a fill, not a host copy
         if self.spec.is_regression:
             pred = out[:, 0]
