@@ -1,11 +1,16 @@
-"""Test settings: CPU-only, offline, headless; Triton kernels run in its interpreter (float32 only).
+"""Test settings: offline, headless; without a GPU Triton kernels run in its interpreter
+(float32 only), on a GPU they compile.
 
-TRITON_INTERPRET must be set before triton is imported anywhere, so it is set here at import.
+TRITON_INTERPRET must be set before triton is imported anywhere, so it is set here at import
+(importing torch does not import triton): 1 on a machine without CUDA, 0 with it, unless the
+environment already says. The CPU tests of the Triton kernels skip where nothing interprets them.
 """
 import os
 from pathlib import Path
 
-os.environ.setdefault("TRITON_INTERPRET", "1")
+if "TRITON_INTERPRET" not in os.environ:
+    import torch as _torch
+    os.environ["TRITON_INTERPRET"] = "0" if _torch.cuda.is_available() else "1"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("MPLBACKEND", "agg")
 os.environ.setdefault("TQDM_DISABLE", "1")
