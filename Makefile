@@ -11,7 +11,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml tools/install_torch.sh |
 export HF_HUB_OFFLINE ?= 1
 export TQDM_MININTERVAL ?= 5
 
-.PHONY: install demo laptop-results test test-wheel docs check-paper test-browser bench-gpu clean
+.PHONY: install demo laptop-results test test-wheel docs check-paper test-browser bench-gpu gpu-report clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -76,6 +76,15 @@ bench-gpu: install
 	$(PY) bench/train_throughput.py --show-syncs
 	$(PY) bench/attention_long.py
 	$(PY) bench/pathx256_step.py
+
+# the one-call GPU report (bench/gpu_report.py, docs/gpu.md): every GPU figure of spt in at most 8
+# minutes, each section under its own time guard, into $(RESULTS)/gpu-report/report.md and its CSVs.
+# It runs with .venv's Python when there is one, else python3 (a GPU image with torch needs no
+# install: carry the wheels of tools/gpu_wheels.sh). GPU_REPORT_ARGS=--smoke rehearses it on a CPU.
+GPU_PY ?= $(if $(wildcard $(PY)),$(PY),python3)
+GPU_REPORT_ARGS ?=
+gpu-report:
+	$(GPU_PY) bench/gpu_report.py --out $(RESULTS)/gpu-report $(GPU_REPORT_ARGS)
 
 clean:
 	rm -rf $(VENV) $(RESULTS) .pytest_cache

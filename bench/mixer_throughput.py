@@ -1,8 +1,15 @@
-"""Benchmark: today's mixers on the CPU, forward + backward tokens per second, spt's fast path
-against the loop over time it is tested against, and against mambapy for Mamba.
+"""Benchmark: today's mixers, forward + backward tokens per second, spt's fast path against the
+loop over time it is tested against, and against mambapy for Mamba.
 
-    python bench/mixer_throughput.py                          # every mixer, L = 1K, 4K, 16K
+    python bench/mixer_throughput.py                          # every mixer, L = 1K, 4K, 16K, CPU
     python bench/mixer_throughput.py --mixers mamba lru --L 1024 --threads 2
+    python bench/mixer_throughput.py --device cuda --csv mixers.csv   # spt's own forms on a GPU
+    python bench/mixer_throughput.py --smoke                  # seconds: L = 64, two repeats
+
+On CUDA the mixers run spt's own chunked / scan forms unless the library kernels (mamba-ssm,
+fla) are installed, in which case the mixer calls them (the "path" column says which), timed with
+CUDA synchronisation; the loop-over-time reference and mambapy are left out there (minutes at
+16K), and so is nothing else.
 
 One measurement: one causal mixer of spt.mixer_config at d_model (default 64) with its authors'
 default shape, x (batch, L, d_model) -> y, backward of a fixed random projection of y. Paths:
@@ -16,6 +23,8 @@ reference call longer than --max-ref-s (estimated from the previous length) is s
 from __future__ import annotations
 
 import argparse
+import csv
+import importlib.util
 import statistics
 import time
 
@@ -40,16 +49,31 @@ def mambapy_block(d_model: int):
     return MambaBlock(MambaConfig(d_model=d_model, n_layers=1))
 
 
+# the library each mixer calls on CUDA when it is installed (spt.kernels.library)
+LIBRARY = {"mamba": "mamba_ssm", "mamba2": "mamba_ssm", "gla": "fla",
+           "gated_deltanet": "fla"}
+
+
 def seconds(layer, x: torch.Tensor, w: torch.Tensor, repeat: int) -> float:
-    """Median wall time of forward + backward."""
+    """Median wall time of forward + backward (synchronised on CUDA)."""
+    sync = torch.cuda.synchronize if x.is_cuda else (lambda: None)
     times = []
     for i in range(repeat + 1):
         x.grad = None
+        sync()
         t0 = time.perf_counter()
         (layer(x) * w).sum().backward()
+        sync()
         if i:
             times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+
+def path_of(kind: str, device: torch.device) -> str:
+    lib = LIBRARY.get(kind)
+    if device.type == "cuda" and lib and importlib.util.find_spec(lib) is not None:
+        return lib
+    return "spt"
 
 
 def main(argv=None) -> None:
@@ -61,29 +85,59 @@ def main(argv=None) -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--threads", type=int, default=torch.get_num_threads())
     ap.add_argument("--max-ref-s", type=float, default=120.0)
+    ap.add_argument("--device", default="cpu", help="cpu, cuda, or auto (cuda when there is one)")
+    ap.add_argument("--csv", default=None, help="also write every row to this CSV file")
+    ap.add_argument("--smoke", action="store_true", help="L = 64, d_model 16, 1 repeat: a check")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.L, args.d_model, args.repeat = [64], 16, 1
+    device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available()
+                          else ("cpu" if args.device == "auto" else args.device))
     torch.set_num_threads(args.threads)
-    print(f"CPU, {args.threads} threads, d_model={args.d_model}, batch={args.batch}, "
-          f"fwd+bwd tokens/s (median of {args.repeat}); x ref, x mambapy: spt's speed over theirs")
-    print(f"{'mixer':<16}{'L':>7}{'spt':>10}{'ref':>10}{'x ref':>8}{'mambapy':>10}{'x mambapy':>11}")
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {args.threads} threads"
+    print(f"{where}, d_model={args.d_model}, batch={args.batch}, fwd+bwd tokens/s (median of "
+          f"{args.repeat}); x ref, x mambapy: spt's speed over theirs")
+    print(f"{'mixer':<16}{'path':>10}{'L':>7}{'spt':>10}{'ref':>10}{'x ref':>8}{'mambapy':>10}"
+          f"{'x mambapy':>11}")
+    rows = []
     for kind in args.mixers:
         torch.manual_seed(0)
-        fast = build(kind, args.d_model)
-        ref = with_reference(fast)
-        other = mambapy_block(args.d_model) if kind == "mamba" else None
+        fast = build(kind, args.d_model).to(device)
+        on_cpu = device.type == "cpu"
+        ref = with_reference(fast) if on_cpu else None
+        other = mambapy_block(args.d_model) if kind == "mamba" and on_cpu else None
         ref_s_per_token = None
         for L in args.L:
-            x = torch.randn(args.batch, L, args.d_model, requires_grad=True)
-            w = torch.randn(args.batch, L, args.d_model)
+            x = torch.randn(args.batch, L, args.d_model, device=device, requires_grad=True)
+            w = torch.randn(args.batch, L, args.d_model, device=device)
             tokens = args.batch * L
-            t_fast = seconds(fast, x, w, args.repeat)
+            try:
+                t_fast = seconds(fast, x, w, args.repeat)
+            except Exception as e:  # one failing row is reported and the others go on
+                print(f"{kind:<16}{path_of(kind, device):>10}{L:>7}  failed: {type(e).__name__}: "
+                      f"{str(e).splitlines()[0][:120] if str(e) else ''}", flush=True)
+                rows.append({"mixer": kind, "path": path_of(kind, device), "L": L,
+                             "error": f"{type(e).__name__}: {e}"[:300]})
+                continue
             t_ref = None
-            if ref_s_per_token is None or ref_s_per_token * tokens * (args.repeat + 1) < args.max_ref_s:
+            if ref is not None and (ref_s_per_token is None
+                                    or ref_s_per_token * tokens * (args.repeat + 1) < args.max_ref_s):
                 t_ref = seconds(ref, x, w, 1 if L > 4096 else args.repeat)
                 ref_s_per_token = t_ref / tokens
             t_other = seconds(other, x, w, args.repeat) if other is not None else None
-            print(f"{kind:<16}{L:>7}{_rate(tokens, t_fast)}{_rate(tokens, t_ref)}"
-                  f"{_speedup(t_ref, t_fast, 8)}{_rate(tokens, t_other)}{_speedup(t_other, t_fast, 11)}")
+            print(f"{kind:<16}{path_of(kind, device):>10}{L:>7}{_rate(tokens, t_fast)}"
+                  f"{_rate(tokens, t_ref)}{_speedup(t_ref, t_fast, 8)}{_rate(tokens, t_other)}"
+                  f"{_speedup(t_other, t_fast, 11)}", flush=True)
+            rows.append({"mixer": kind, "path": path_of(kind, device), "L": L,
+                         "tokens_per_s": tokens / t_fast,
+                         "ref_tokens_per_s": tokens / t_ref if t_ref else "",
+                         "mambapy_tokens_per_s": tokens / t_other if t_other else "", "error": ""})
+    if args.csv:
+        with open(args.csv, "w", newline="") as f:
+            out = csv.DictWriter(f, ["mixer", "path", "L", "tokens_per_s", "ref_tokens_per_s",
+                                     "mambapy_tokens_per_s", "error"])
+            out.writeheader()
+            out.writerows(rows)
 
 
 def _rate(tokens: int, t) -> str:

@@ -34,6 +34,7 @@ def main(argv=None) -> list:
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--grad-checkpointing", action="store_true", help="from the first try")
     ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--csv", default=None, help="also write every row to this CSV file")
     a = ap.parse_args(argv)
     device = torch.device("cuda" if torch.cuda.is_available() and not a.smoke else "cpu")
     L, bsz, steps = (256, 2, 1) if a.smoke else (L_PATHX256, a.batch, a.steps)
@@ -67,7 +68,22 @@ def main(argv=None) -> list:
             print(f"{r.row()}  grad_checkpointing={ckpt}", flush=True)
             out.append((r, ckpt))
             break
+        else:
+            print(f"{name:<28} did not fit at any setting tried")
+    if a.csv:
+        write_csv(a.csv, out, L)
     return out
+
+
+def write_csv(path: str, rows: list, L: int) -> None:
+    import csv
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["model", "L", "batch", "grad_checkpointing", "step_ms", "peak_GB",
+                    "tokens_per_s"])
+        for r, ckpt in rows:
+            w.writerow([r.name, L, r.batch, ckpt, round(1e3 * r.step_s, 2), round(r.peak_mem_gb, 3),
+                        round(r.tokens_per_s)])
 
 
 if __name__ == "__main__":

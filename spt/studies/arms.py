@@ -46,6 +46,8 @@ class TaskRef:
                (("size", 8), ("n_train", 100)).
     limit    : keep only the `limit` longest examples of each split (the dry run of
                :mod:`spt.studies.check`: one batch at the task's real length); None = all.
+    fill     : with a limit, a split with fewer examples repeats its longest ones until it has
+               `limit` (a dry run at a stage's own batch on a few fixture examples).
     """
 
     name: str
@@ -53,13 +55,15 @@ class TaskRef:
     fraction: float = 1.0
     options: tuple = ()
     limit: Optional[int] = None
+    fill: bool = False
 
     def load(self) -> Task:
         task = self._load()
         if self.limit is None:
             return task
-        return Task(task.spec, longest(task.train, self.limit), longest(task.val, self.limit),
-                    longest(task.test, self.limit))
+        n, fill = self.limit, self.fill
+        return Task(task.spec, longest(task.train, n, fill), longest(task.val, n, fill),
+                    longest(task.test, n, fill))
 
     def _load(self) -> Task:
         from ..data.registry import load_task
@@ -70,6 +74,8 @@ class TaskRef:
              "options": {k: v for k, v in self.options}}
         if self.limit is not None:
             d["limit"] = self.limit
+        if self.fill:
+            d["fill"] = True
         return d
 
 
@@ -84,8 +90,9 @@ def item_length(item: dict) -> int:
     return n
 
 
-def longest(dataset, n: int):
-    """The `n` longest examples of `dataset` (ties: lowest index), as a Subset / selection.
+def longest(dataset, n: int, fill: bool = False):
+    """The `n` longest examples of `dataset` (ties: lowest index), as a Subset / selection; with
+    `fill`, a dataset of fewer than `n` examples gives them cyclically until there are `n`.
 
     Uses ``dataset.lengths()`` when the dataset has it (the cached token datasets), else reads the
     first LENGTH_SCAN items (fixed-length tasks: every item has the full length anyway)."""
@@ -97,6 +104,8 @@ def longest(dataset, n: int):
     else:
         lengths = np.array([item_length(dataset[i]) for i in range(min(total, LENGTH_SCAN))])
     keep = np.sort(np.argsort(-lengths, kind="stable")[:n])
+    if fill and 0 < len(keep) < n:
+        keep = np.resize(keep, n)
     if hasattr(dataset, "select"):
         return dataset.select(keep)
     return Subset(dataset, keep.tolist())

@@ -4,7 +4,9 @@ A paper preset is hours of GPU time per cell; a crash on its first batch should 
 a night. The check takes every cell of a study (one seed: other seeds have the same shapes),
 loads its task from the data root, keeps the longest examples of each split (so the steps run at
 the task's real length), and runs the cell's own code with two optimiser steps per stage
-(:data:`TIMED_STEPS`) at batch size `batch`:
+(:data:`TIMED_STEPS`) at batch size `batch`, or at each stage's own batch (``batch=None``, the
+default on CUDA; a stage that runs out of memory is retried with half the batch and twice the
+gradient accumulation, the same examples per optimiser step):
 
     pretraining -> finetuning from the checkpoint those steps wrote -> test evaluation
     scratch     -> test evaluation
@@ -14,7 +16,9 @@ the parameter count, the sequence length, the wall time of each stage and the pe
 (resident set on the CPU, max allocated on CUDA).
 
 Cost before you spend it: the second optimiser step of each stage (the first pays for allocation
-and warm-up) is timed, as is the validation pass per example. Multiplied by the
+and warm-up) is timed, as is the validation pass per example. At the stage's own batch the timed
+step is the real one; at a fixed dry-run batch it is scaled linearly to the stage's batch (which
+overestimates a GPU, whose larger batches run more efficiently). Multiplied by the
 stage's step cap and validations from the study's plan (:mod:`spt.studies.plan`, the paper's split
 sizes unless ``sizes="data"``), they give each stage's estimated wall time on this device, at most
 its time budget; a cell's estimate is the sum of its stages, a study's the sum over its cells and
@@ -55,35 +59,62 @@ TIMED_STEPS = 2
 STEPS_IN_WORDS = {1: "one", 2: "two", 3: "three"}[TIMED_STEPS]
 ESTIMATE_ASSUMPTION = (
     "estimated hours = step cap x (seconds of the dry run's second optimiser step) x (the "
-    "stage's batch / the dry run's batch) + validations x validation examples x (seconds per "
-    "example of the dry run's validation), per stage, at most the stage's time budget; the step "
-    "cap and validations are the plan's (no early stopping: a run stopped by patience ends "
-    "sooner); linear in the batch, which overestimates a GPU running larger batches more "
-    "efficiently and underestimates nothing else")
+    "stage's batch / the dry run's batch: 1 when the check ran each stage at its own batch) + "
+    "validations x validation examples x (seconds per example of the dry run's validation), per "
+    "stage, at most the stage's time budget; the step cap and validations are the plan's (no "
+    "early stopping: a run stopped by patience ends sooner); at a fixed dry-run batch the step is "
+    "scaled linearly, which overestimates a GPU running larger batches more efficiently")
+
+# a stage that runs out of memory at its own batch is retried with the batch halved and the
+# gradient accumulation doubled, at most this many times
+MAX_HALVINGS = 6
 
 
 @dataclass(frozen=True)
 class DryRun:
-    """How a study cell is shrunk to its dry run: the `batch` x `steps` longest examples per split,
-    `steps` optimiser steps per stage at batch size `batch` (one epoch), on `device`. Model,
-    objective, lr, schedule, precision and every other setting stay the preset's."""
+    """How a study cell is shrunk to its dry run: `steps` optimiser steps per stage (one epoch) on
+    `device`, on the longest examples of each split. Model, objective, lr, schedule, precision and
+    every other setting stay the preset's.
 
-    batch: int = 2
+    batch : the batch size of every stage's steps (the `batch` x `steps` longest examples per
+            split); None: each stage's own batch size and gradient accumulation, on as many
+            examples as the largest stage needs (a split with fewer repeats its longest ones).
+    split : with batch=None, each stage's batch divided by `split` (rounded down) and its
+            accumulation multiplied by it: about the same examples per optimiser step in less
+            memory (the retry of a stage that ran out of memory).
+    """
+
+    batch: Optional[int] = 2
     device: str = "auto"
     steps: int = 1
+    split: int = 1
 
     def __post_init__(self):
-        if self.batch < 1:
-            raise ValueError(f"the dry run's batch must be >= 1, got {self.batch}")
+        if self.batch is not None and self.batch < 1:
+            raise ValueError(f"the dry run's batch must be >= 1 (or None: each stage's own), "
+                             f"got {self.batch}")
         if self.steps < 1:
             raise ValueError(f"the dry run's steps must be >= 1, got {self.steps}")
+        if self.split < 1:
+            raise ValueError(f"the dry run's split must be >= 1, got {self.split}")
 
-    def ref(self, ref: TaskRef) -> TaskRef:
-        return dataclasses.replace(ref, limit=self.batch * self.steps)
+    def ref(self, ref: TaskRef, job=None) -> TaskRef:
+        """The task shrunk to the examples the steps read; at the stages' own batch, `job`'s
+        stages say how many that is."""
+        if self.batch is not None:
+            return dataclasses.replace(ref, limit=self.batch * self.steps)
+        batches = [v.train.batch_size * v.train.accum_steps for v in job.stages(ref)]
+        return dataclasses.replace(ref, limit=max(batches) * self.steps, fill=True)
 
     def train(self, cfg: TrainConfig) -> TrainConfig:
-        changes = dict(_DRY_FIELDS, batch_size=self.batch, eval_batch_size=self.batch,
-                       max_steps=self.steps, device=self.device)
+        if self.batch is None:
+            batch = max(1, cfg.batch_size // self.split)
+            evals = cfg.eval_batch_size and max(1, cfg.eval_batch_size // self.split)
+            changes = dict(_DRY_FIELDS, batch_size=batch, accum_steps=cfg.accum_steps * self.split,
+                           eval_batch_size=evals)
+        else:
+            changes = dict(_DRY_FIELDS, batch_size=self.batch, eval_batch_size=self.batch)
+        changes.update(max_steps=self.steps, device=self.device)
         if "max_time" in {f.name for f in dataclasses.fields(cfg)}:
             changes["max_time"] = None
         return replace(cfg, **changes)
@@ -113,10 +144,13 @@ class CellCheck:
     estimate_h: dict = dataclasses.field(default_factory=dict)    # stage -> estimated hours
     unbounded_h: dict = dataclasses.field(default_factory=dict)   # the same without its budget
     seeds: int = 1
+    oom: bool = False  # the error was running out of memory
+    skipped: str = ""  # why the cell was not run (a deadline), "" when it was
+    split: int = 1  # at the stages' own batch: the divisor of the batch that fit in memory
 
     @property
     def ok(self) -> bool:
-        return not self.error
+        return not self.error and not self.skipped
 
     def line(self) -> str:
         coords = " ".join(f"{k}={v}" for k, v in self.coords.items() if k != "seed")
@@ -124,7 +158,9 @@ class CellCheck:
         mem = f"{self.peak_bytes / 2**30:.2f} GiB" if self.peak_bytes == self.peak_bytes else "-"
         params = f"{self.params / 1e6:.2f}M" if self.params == self.params else "-"
         length = f"{int(self.seq_len)}" if self.seq_len == self.seq_len else "-"
-        status = "pass" if self.ok else f"FAIL {self.error}"
+        status = "pass" if self.ok else (self.skipped or f"FAIL {self.error}")
+        if self.split > 1:
+            status += f" (batch / {self.split}, accumulation x {self.split}: out of memory at the full batch)"
         est = f"{self.hours:9.1f} h" if self.estimate_h else "        - "
         return (f"{self.study:<27} {coords:<44} params {params:>7}  L {length:>6}  "
                 f"{stages or '-':<26} cell {self.seconds:6.1f}s  peak {mem:>9}  est {est}  "
@@ -188,33 +224,38 @@ def _timings(events: list) -> tuple:
     return step_s, eval_s
 
 
+def _out_of_memory(e: BaseException) -> bool:
+    return isinstance(e, torch.cuda.OutOfMemoryError) or "out of memory" in str(e).lower()
+
+
 def run_check(study: str, cells: Sequence, device: torch.device,
               log: Callable[[str], None] = print, plans: Optional[dict] = None,
-              dry_batch: int = 2) -> list[CellCheck]:
+              dry_batch: Optional[int] = 2,
+              halved: Optional[Callable[[int], dict]] = None,
+              until: Optional[float] = None) -> list[CellCheck]:
     """Run each (dry) cell in a fresh temporary folder; one CellCheck per cell, failures caught.
-    plans: {(cell name, stage): StagePlan} to estimate each stage's hours from."""
-    from ..train.engine import observe
+
+    plans     : {(cell name, stage): StagePlan} to estimate each stage's hours from.
+    dry_batch : the dry run's batch, or None when each stage ran at its own.
+    halved    : halved(split) -> {cell key: Cell}, the same cells with every stage's batch divided
+                by `split` and its accumulation multiplied by it: a cell that runs out of memory
+                is retried through it with split 2, 4, ... (at most 2 ** MAX_HALVINGS).
+    until     : a time.monotonic() deadline: cells not started by then are returned skipped.
+    """
     out = []
     for cell in cells:
-        r = CellCheck(study, dict(cell.coords))
-        _reset_peak(device)
-        t0 = time.perf_counter()
-        events: list = []
-        try:
-            with tempfile.TemporaryDirectory(prefix="spt-check-") as tmp, observe(events.append):
-                ds = cell.run(Path(tmp) / "run")
-            r.params = _value(ds, "params", "n_parameters")
-            r.seq_len = _value(ds, "seq_len")
-            for stage, var in (("pretrain", "pretrain_time"), ("supervised", "time")):
-                v = _value(ds, var)
-                if v == v:
-                    r.stage_times[stage] = v
-        except Exception as e:  # the check reports every failing cell and goes on
-            r.error = _error_line(e)
-            r.traceback = traceback.format_exc()
-        r.seconds = time.perf_counter() - t0
-        r.peak_bytes = _peak(device)
-        r.step_seconds, r.eval_seconds = _timings(events)
+        if until is not None and time.monotonic() >= until:
+            r = CellCheck(study, dict(cell.coords), skipped="not checked: out of time")
+            log(r.line())
+            out.append(r)
+            continue
+        r = _check_cell(study, cell, device)
+        while halved is not None and not r.ok and r.oom and r.split < 2 ** MAX_HALVINGS:
+            split = 2 * r.split
+            log(f"{study} {cell.key}: out of memory at batch / {r.split}; retrying at batch / "
+                f"{split} with accumulation x {split}")
+            r = _check_cell(study, halved(split)[cell.key], device)
+            r.split = split
         if plans is not None and r.ok:
             estimate(r, plans, dry_batch)
         log(r.line())
@@ -222,15 +263,45 @@ def run_check(study: str, cells: Sequence, device: torch.device,
     return out
 
 
-def estimate(r: CellCheck, plans: dict, dry_batch: int) -> None:
+def _check_cell(study: str, cell, device: torch.device) -> CellCheck:
+    from ..train.engine import observe
+    r = CellCheck(study, dict(cell.coords))
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    _reset_peak(device)
+    t0 = time.perf_counter()
+    events: list = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="spt-check-") as tmp, observe(events.append):
+            ds = cell.run(Path(tmp) / "run")
+        r.params = _value(ds, "params", "n_parameters")
+        r.seq_len = _value(ds, "seq_len")
+        for stage, var in (("pretrain", "pretrain_time"), ("supervised", "time")):
+            v = _value(ds, var)
+            if v == v:
+                r.stage_times[stage] = v
+    except Exception as e:  # the check reports every failing cell and goes on
+        r.error = _error_line(e)
+        r.traceback = traceback.format_exc()
+        r.oom = _out_of_memory(e)
+        del e
+    r.seconds = time.perf_counter() - t0
+    r.peak_bytes = _peak(device)
+    r.step_seconds, r.eval_seconds = _timings(events)
+    return r
+
+
+def estimate(r: CellCheck, plans: dict, dry_batch: Optional[int]) -> None:
     """Fill r.estimate_h (hours per stage) and r.seeds from the cell's stage plans (see
-    ESTIMATE_ASSUMPTION); a stage whose plan or timing is missing is left out."""
+    ESTIMATE_ASSUMPTION); a stage whose plan or timing is missing is left out. dry_batch None:
+    the steps ran at each stage's own batch (r.split: divided, with as much more accumulation)."""
     name = " ".join(f"{k}={v}" for k, v in r.coords.items() if k != "seed")
     for stage, step_s in r.step_seconds.items():
         p = plans.get((name, stage))
         if p is None:
             continue
-        seconds = p.cap * step_s * p.batch / dry_batch
+        ran = dry_batch if dry_batch is not None else max(1, p.batch // r.split) * r.split
+        seconds = p.cap * step_s * p.batch / ran
         seconds += p.validations * p.examples.get("val", 0) * r.eval_seconds.get(stage, 0.0)
         hours = seconds / 3600
         r.unbounded_h[stage] = hours
@@ -250,13 +321,19 @@ def _first_seed(cells: Sequence) -> list:
     return sorted(out, key=lambda c: order[c.key])
 
 
-def check(study: str, *, preset: str = "paper", data_root=None, batch: int = 2,
+def check(study: str, *, preset: str = "paper", data_root=None, batch: Optional[int] = 2,
           device: str = "auto", only: Optional[str] = None, models: Optional[dict] = None,
-          log: Callable[[str], None] = print, sizes: str = "paper") -> list[CellCheck]:
+          log: Callable[[str], None] = print, sizes: str = "paper",
+          distinct: bool = False, until: Optional[float] = None) -> list[CellCheck]:
     """Dry-run every cell of `study` at `preset` (see the module docstring).
 
+    batch  : the batch of every stage's steps, or None: each stage's own (halved, with more
+             accumulation, where it runs out of memory).
     only   : a regular expression; check only the cells whose "dim=value ..." line matches it
              (e.g. "task=(listops|text)").
+    distinct : check one cell per distinct (task, model) only (:func:`distinct_cells`); the
+             others share its shapes.
+    until  : a time.monotonic() deadline; cells not started by then are returned skipped.
     models : your model configs beside the study's own ({name: config}, as for the study's run);
              only the grid studies take them.
     sizes  : what the estimate sizes the runs by: "paper" (the paper's split sizes, for a paper
@@ -268,13 +345,59 @@ def check(study: str, *, preset: str = "paper", data_root=None, batch: int = 2,
     from .registry import study as find_study
 
     s = find_study(study)
-    dry = DryRun(batch=batch, device=device, steps=TIMED_STEPS)
-    cells = _first_seed(s.cells(preset, data_root=data_root, device=device, dry=dry,
-                                models=models, only=only))
-    log(f"{study} [{preset}]: dry run of {len(cells)} cells, batch {batch}, device "
-        f"{device_for(device)}")
+
+    def cells_at(split: int) -> list:
+        dry = DryRun(batch=batch, device=device, steps=TIMED_STEPS, split=split)
+        return _first_seed(s.cells(preset, data_root=data_root, device=device, dry=dry,
+                                   models=models, only=only))
+
+    cells = cells_at(1)
+    total = len(cells)
+    if distinct:
+        cells = distinct_cells(cells)
+    shown = f"batch {batch}" if batch is not None else "each stage's own batch"
+    log(f"{study} [{preset}]: dry run of {len(cells)} cells"
+        + (f" (one per distinct task and model, of {total})" if distinct else "")
+        + f", {shown}, device {device_for(device)}")
     plans = _plans(study, preset, data_root, sizes)
-    return run_check(study, cells, device_for(device), log, plans=plans, dry_batch=batch)
+    halved = None if batch is not None else (lambda split: {c.key: c for c in cells_at(split)})
+    return run_check(study, cells, device_for(device), log, plans=plans, dry_batch=batch,
+                     halved=halved, until=until)
+
+
+def distinct_cells(cells: Sequence) -> list:
+    """One cell per distinct (task, model) of `cells`: the shapes a device must run. Of cells
+    that share them, the first whose job pretrains (it runs both stages), else the first."""
+    import json
+
+    def shape_key(config: dict) -> str:
+        task = config.get("task", {})
+        found = []
+
+        def models(node):
+            if isinstance(node, dict):
+                if str(node.get("type", "")).endswith("Config"):
+                    found.append(node)
+                    return
+                for v in node.values():
+                    models(v)
+            elif isinstance(node, list):
+                for v in node:
+                    models(v)
+        models({k: v for k, v in config.items() if k != "task"})
+        return json.dumps([task.get("name"), task.get("options"), found], sort_keys=True)
+
+    def pretrains(cell) -> bool:
+        arm = cell.config.get("arm", cell.config)
+        return bool(arm.get("objective") or arm.get("pretrain"))
+
+    chosen: dict = {}
+    for c in cells:
+        k = shape_key(c.config)
+        if k not in chosen or (pretrains(c) and not pretrains(chosen[k])):
+            chosen[k] = c
+    keep = {id(c) for c in chosen.values()}
+    return [c for c in cells if id(c) in keep]
 
 
 def _plans(study: str, preset: str, data_root, sizes: str) -> dict:
@@ -287,10 +410,13 @@ def _plans(study: str, preset: str, data_root, sizes: str) -> dict:
 
 
 def summary(results: Sequence[CellCheck]) -> str:
-    failed = [r for r in results if not r.ok]
-    total = sum(r.seconds for r in results)
-    peak = max((r.peak_bytes for r in results), default=float("nan"))
-    return (f"{len(results)} cells: {len(results) - len(failed)} passed, {len(failed)} failed; "
+    failed = [r for r in results if r.error]
+    skipped = [r for r in results if r.skipped]
+    total = sum(r.seconds for r in results if r.seconds == r.seconds)
+    peak = max((r.peak_bytes for r in results if r.peak_bytes == r.peak_bytes),
+               default=float("nan"))
+    return (f"{len(results)} cells: {len(results) - len(failed) - len(skipped)} passed, "
+            f"{len(failed)} failed{f', {len(skipped)} not checked' if skipped else ''}; "
             f"{total:.0f} s in all; highest peak {peak / 2**30:.2f} GiB")
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Optional
 
 from ..atomic import DiskFullError, NotWritableError
 from .output import stream_notebook_output
@@ -162,10 +163,12 @@ def cmd_check(args) -> int:
     unknown = sorted(set(params) - {"data_root"})
     if unknown:
         raise ValueError(f"spt study check takes -p data_root DIR only, got {unknown}")
+    batch = _check_batch(args.batch, device_for(args.device))
     results = []
     for name in _study_names(list(args.name)):
         results += check(name, preset=args.preset, data_root=params.get("data_root"),
-                         batch=args.batch, device=args.device, only=args.only, sizes=args.sizes)
+                         batch=batch, device=args.device, only=args.only, sizes=args.sizes,
+                         distinct=args.distinct)
     print(summary(results))
     device = str(device_for(args.device))
     print(f"\nestimated wall time on {device} ({ESTIMATE_ASSUMPTION}):")
@@ -177,6 +180,23 @@ def cmd_check(args) -> int:
         if not r.ok:
             print(f"\n--- {r.study} {r.coords}:\n{r.traceback}", file=sys.stderr)
     return 0 if all(r.ok for r in results) else 1
+
+
+def _check_batch(value: Optional[str], device) -> Optional[int]:
+    """`spt study check --batch`: a whole number, or "stage" (None: each stage's own batch);
+    unset: the stage's own on CUDA, 2 elsewhere."""
+    if value is None:
+        return None if device.type == "cuda" else 2
+    if value == "stage":
+        return None
+    try:
+        batch = int(value)
+    except ValueError:
+        batch = 0
+    if batch < 1:
+        raise ValueError(f"--batch must be a whole number >= 1 or 'stage' (each stage's own "
+                         f"batch), got {value!r}")
+    return batch
 
 
 def cmd_notebooks_copy(args) -> int:
@@ -319,7 +339,11 @@ def add_study_commands(subparsers) -> argparse.ArgumentParser:
     q.add_argument("--preset", default="paper", help="preset to check (default paper)")
     q.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
                    help="data_root DIR: the data root of the paper preset")
-    q.add_argument("--batch", type=int, default=2, help="batch size of the step (default 2)")
+    q.add_argument("--batch", default=None, help="batch size of every stage's steps, or 'stage': "
+                   "each stage's own batch (halved, with twice the accumulation, where it runs out "
+                   "of memory); default: 'stage' on CUDA, 2 elsewhere")
+    q.add_argument("--distinct", action="store_true", help="check one cell per distinct task "
+                   "and model (cells that differ only in lr, init or objective share its shapes)")
     q.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
     q.add_argument("--only", default=None, help="regular expression: check only the cells whose "
                    "'dim=value ...' matches (e.g. 'task=(listops|text)')")

@@ -138,7 +138,7 @@ class FewSteps:
     steps: int = 3
     examples: int = 32
 
-    def ref(self, ref: TaskRef) -> TaskRef:
+    def ref(self, ref: TaskRef, job=None) -> TaskRef:
         return dataclasses.replace(ref, limit=self.examples)
 
     def train(self, cfg: TrainConfig) -> TrainConfig:

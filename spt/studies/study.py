@@ -89,7 +89,7 @@ def preset_cells(p: GridPreset, *, seeds: Optional[Sequence[int]] = None, device
     for e in p.entries:
         ref, job = e.task, e.job.with_device(device)
         if dry is not None:
-            ref, job = dry.ref(ref), job.dry(dry)
+            ref, job = dry.ref(ref, job), job.dry(dry)
         for s in seeds:
             out.append(Cell(coords={**dict(e.coords), "seed": int(s)},
                             run=partial(job.run, ref, int(s)), config=job.cell_config(ref, s)))

@@ -175,3 +175,93 @@ def test_study_05_paper_dry_run_passes_every_cell_with_gpt_neox_tokenizer_gaps(
     assert len(results) == 10
     failed = [f"{r.coords}: {r.error}" for r in results if not r.ok]
     assert not failed, "\n".join(failed)
+
+
+def test_dry_run_at_the_stages_own_batch_keeps_batch_and_accumulation():
+    from spt.config import TrainConfig
+    cfg = TrainConfig(batch_size=64, accum_steps=2, eval_batch_size=100, epochs=200)
+    d = DryRun(batch=None, device="cpu", steps=2).train(cfg)
+    assert (d.batch_size, d.accum_steps, d.eval_batch_size, d.max_steps) == (64, 2, 100, 2)
+    h = DryRun(batch=None, device="cpu", steps=2, split=4).train(cfg)
+    assert (h.batch_size, h.accum_steps, h.eval_batch_size) == (16, 8, 25)
+    with pytest.raises(ValueError, match="split"):
+        DryRun(batch=None, split=0)
+
+
+def test_a_limit_with_fill_repeats_the_longest_examples():
+    import torch
+
+    from spt.studies.arms import longest
+    data = [{"inputs": torch.zeros(n)} for n in (5, 9, 7)]
+    assert len(longest(data, 7)) == 3 and longest(data, 2).indices == [1, 2]
+    assert longest(data, 7, fill=True).indices == [0, 1, 2, 0, 1, 2, 0]
+
+
+def test_check_at_the_stages_own_batch_needs_no_batch_scaling(capsys):
+    """The smoke preset's stages at their own batch (32): the estimate is the timed step times the
+    step cap, with no scaling by the batch."""
+    from spt.studies import plan
+    only = "task=listops init=masked"
+    (r,) = check("01_lra_transformers", preset="smoke", batch=None, device="cpu", only=only)
+    assert r.ok, r.error
+    assert "each stage's own batch" in capsys.readouterr().out
+    plans = {p.stage: p for p in plan("01_lra_transformers", preset="smoke") if p.cell == only}
+    for stage, hours in r.unbounded_h.items():
+        p = plans[stage]
+        seconds = (p.cap * r.step_seconds[stage]
+                   + p.validations * p.examples["val"] * r.eval_seconds[stage])
+        assert hours == pytest.approx(seconds / 3600)
+
+
+def test_a_cell_out_of_memory_is_retried_with_half_the_batch():
+    import torch
+
+    from spt.studies.cells import Cell
+    from spt.studies.check import run_check
+
+    def oom(run_dir):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    def fits(run_dir):
+        import xarray as xr
+        return xr.Dataset({"params": 10.0, "seq_len": 64.0})
+
+    tried = []
+
+    def halved(split):
+        tried.append(split)
+        return {"task=a": Cell({"task": "a"}, oom if split < 4 else fits, {})}
+
+    logged = []
+    (r,) = run_check("x", [Cell({"task": "a"}, oom, {})], torch.device("cpu"), logged.append,
+                     dry_batch=None, halved=halved)
+    assert tried == [2, 4] and r.ok and r.split == 4 and r.params == 10
+    assert "batch / 4, accumulation x 4" in logged[-1]
+    assert sum("retrying" in line for line in logged) == 2
+    (r,) = run_check("x", [Cell({"task": "a"}, oom, {})], torch.device("cpu"), logged.append)
+    assert not r.ok and r.oom and r.split == 1  # a fixed batch is not retried
+
+
+def test_distinct_cells_keep_one_per_task_and_model(fixtures):
+    import json
+
+    from spt.studies.check import distinct_cells
+    from spt.studies.registry import study
+    cells = study("01_lra_transformers").cells("paper", data_root=str(fixtures), seeds=[0])
+    kept = distinct_cells(cells)
+    assert 0 < len(kept) < len(cells)
+    tasks = {c.coords["task"] for c in cells}
+    assert {c.coords["task"] for c in kept} == tasks
+    models = {(c.coords["task"], json.dumps(c.config["arm"]["model"], sort_keys=True))
+              for c in cells}
+    assert len(kept) == len(models)
+    assert all(c.config["arm"]["objective"] for c in kept)  # the SPT arm covers both stages
+
+
+def test_the_check_command_reads_its_batch(fixtures):
+    from spt.studies.cli import _check_batch
+    cpu, cuda = __import__("torch").device("cpu"), __import__("torch").device("cuda")
+    assert (_check_batch(None, cpu), _check_batch(None, cuda)) == (2, None)
+    assert (_check_batch("stage", cpu), _check_batch("8", cuda)) == (None, 8)
+    with pytest.raises(ValueError, match="--batch must be a whole number >= 1 or 'stage'"):
+        _check_batch("big", cpu)

@@ -1,0 +1,72 @@
+"""`make gpu-report` (bench/gpu_report.py), rehearsed on the CPU so it cannot rot between GPU runs:
+every section runs at tiny sizes through the same guards and writes the same files."""
+from __future__ import annotations
+
+import csv
+import importlib.util
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("gpu_report", ROOT / "bench" / "gpu_report.py")
+gpu_report = importlib.util.module_from_spec(spec)
+sys.modules["gpu_report"] = gpu_report  # its dataclasses look their module up there
+spec.loader.exec_module(gpu_report)
+
+
+def _rows(path: Path) -> list[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_gpu_report_rehearsal_on_cpu_runs_every_section(tmp_path):
+    out = tmp_path / "report"
+    assert gpu_report.main(["--out", str(out), "--smoke", "--budget", "400"]) == 0
+    text = (out / "report.md").read_text()
+    names = [s.name for s in gpu_report.sections(out, True, sys.executable)]
+    assert names == ["env", "tests", "throughput", "attention", "ssm", "mixers", "pathx256", "check"]
+    for name in names:
+        assert f"| {name} | ok |" in text, text
+        assert (out / f"{name}.csv").exists(), name
+    assert len(list(out.iterdir())) <= 8  # a device machine returns at most 8 files
+    env = {r["what"]: r["value"] for r in _rows(out / "env.csv")}
+    assert env["cuda_available"] == "False" and float(env["copy_gbs"]) > 0
+    tests = _rows(out / "tests.csv")
+    assert tests and all(t["outcome"] == "skipped" for t in tests)  # gpu tests, no GPU
+    assert {t["test"].split("::")[0] for t in tests} >= {"tests.test_attention", "tests.test_mixer_gla"}
+    (cell,) = _rows(out / "check.csv")
+    assert cell["status"] == "pass" and float(cell["pretrain_step_s"]) > 0
+    assert "## Targets" in text and "CPU rehearsal" in text
+
+
+def test_gpu_report_guard_kills_a_hanging_section_and_its_children(tmp_path):
+    hang = ("import subprocess, sys, time; print('started', flush=True); "
+            "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)")
+    s = gpu_report.Section("hang", "a section that hangs", 1, [sys.executable, "-c", hang])
+    t0 = time.monotonic()
+    gpu_report.run_guarded(s, 2.0, gpu_report.child_env(True))
+    assert time.monotonic() - t0 < 20
+    assert s.status == "timed out after 2 s" and "started" in s.output
+    crash = gpu_report.Section("crash", "a section that fails", 10,
+                               [sys.executable, "-c", "raise SystemExit(3)"])
+    gpu_report.run_guarded(crash, 10, gpu_report.child_env(True))
+    assert crash.status == "failed (exit 3)"
+
+
+def test_gpu_report_reads_the_targets_off_the_csvs(tmp_path):
+    with open(tmp_path / "tests.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, ["test", "outcome", "seconds", "message"])
+        w.writeheader()
+        w.writerow({"test": "a", "outcome": "passed", "seconds": 3.0, "message": ""})
+        w.writerow({"test": "b", "outcome": "passed", "seconds": 31.0, "message": ""})
+    rows = gpu_report.targets(tmp_path)
+    assert rows[0][2] is False and "30 s or more: b" in rows[0][1]
+    assert all(met is False for _, _, met in rows[1:])  # no bench CSVs: nothing is met
+
+
+def test_gpu_report_refuses_an_unknown_section(tmp_path):
+    with pytest.raises(SystemExit, match="no section"):
+        gpu_report.main(["--out", str(tmp_path), "--smoke", "--only", "tset"])
