@@ -157,7 +157,7 @@ def main(argv=None) -> list[StepReport]:
             cfg = TrainConfig(device=str(device), compile=a.compile,
                               grad_checkpointing=a.grad_checkpointing, lr=preset.pretrain.lr)
 
-            def measure(name, cfg, flops=None, find_syncs=True):
+            def measure(name, cfg, flops=None, find_syncs=a.show_syncs):
                 return measure_training_step(name, model, preset.objective, spec, bsz, device,
                                              steps=steps, warmup=warmup, train_cfg=cfg,
                                              peak_flops=peak, flops=flops, min_time=min_time,

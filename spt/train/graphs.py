@@ -67,8 +67,8 @@ def use_graphs(cfg: TrainConfig, model: torch.nn.Module, device: torch.device,
 
 def batch_signature(batch: dict) -> tuple:
     """What a captured graph depends on: each key with its tensor's (shape, dtype), or None."""
-    return tuple((k, None if v is None else (tuple(v.shape), v.dtype))
-                 for k, v in sorted(batch.items()))
+    return tuple((k, None if batch[k] is None else (tuple(batch[k].shape), batch[k].dtype))
+                 for k in sorted(batch))
 
 
 @dataclass
@@ -111,7 +111,7 @@ class GraphedStep:
                                                                     generator)
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.grads = [torch.zeros_like(p) for p in self.params]
-        self.attach_grads()
+        self._attach_grads()
         self.touched: set[int] = set()   # parameters given a gradient by the backward running now
         self.used: set[int] = set()      # parameters given a gradient since the last zero_grad
         self.hooks = [p.register_post_accumulate_grad_hook(partial(_touch, self.touched, i))
@@ -186,7 +186,7 @@ class GraphedStep:
         self.captured += 1
 
     # ------------------------------------------------------------------ around the optimiser step
-    def attach_grads(self) -> None:
+    def _attach_grads(self) -> None:
         for p, g in zip(self.params, self.grads):
             p.grad = g
 
@@ -202,7 +202,7 @@ class GraphedStep:
         if self.used:
             torch._foreach_zero_([self.grads[i] for i in sorted(self.used)])
         self.used = set()
-        self.attach_grads()
+        self._attach_grads()
 
     def close(self) -> None:
         """Release the graphs, the hooks and the static gradients (p.grad None, as after an eager
