@@ -31,7 +31,8 @@ from typing import Optional
 # tuples are stored as lists.)
 LATER_TRAIN_FIELDS = {"eval_every": 1, "wd_groups": "matrices", "schedule_steps": None,
                       "plateau_patience": 10, "plateau_factor": 0.2, "lr_milestones": [],
-                      "lr_gamma": 0.1, "augment": False, "aux_denoise": 0.0}
+                      "lr_gamma": 0.1, "augment": False, "aux_denoise": 0.0,
+                      "cuda_graphs": None}
 
 # Model-config fields added after checkpoints and result files were first written, with the value
 # those files ran with. A config holding that value is stored without the field, so its stored form

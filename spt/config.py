@@ -231,6 +231,14 @@ class TrainConfig:
                     up front and recompiles for new padded lengths).
     grad_checkpointing : recompute each block's activations in the backward pass (activation
                     checkpointing): less memory for long inputs, ~1/3 more compute, same gradients.
+    cuda_graphs   : run each micro-batch's forward and backward as one function over static
+                    buffers (:mod:`spt.train.graphs`), captured into a CUDA graph per batch shape and
+                    replayed: fewer kernel launches for small, launch-bound models; the same
+                    results as the eager step. True: on CUDA captured; on a CPU the same function
+                    runs uncaptured (same results, no speed-up). False: the eager step. None (the
+                    default): the engine decides (:func:`spt.train.graphs.use_graphs`: for now,
+                    eager everywhere, until a GPU measurement says where capturing is faster).
+                    Not with compile, grad_checkpointing or torchrun.
     num_workers, pin_memory, prefetch_factor : DataLoader workers; pinned host memory (CUDA
                     only) and batches prefetched per worker (used when num_workers > 0).
     log_every     : write the live training curves (loss, lr, gradient norm, tokens/s, peak
@@ -307,6 +315,7 @@ class TrainConfig:
     log_every: int = 50
     augment: bool = False
     aux_denoise: float = 0.0
+    cuda_graphs: Optional[bool] = None
 
     def __post_init__(self):
         c = "TrainConfig"
@@ -355,6 +364,11 @@ class TrainConfig:
         if self.max_time is not None:
             _check_positive(c, "max_time", self.max_time)
         _check_choice(c, "distributed", self.distributed, ("ddp", "fsdp"))
+        _check_choice(c, "cuda_graphs", self.cuda_graphs, (None, True, False))
+        if self.cuda_graphs and (self.compile or self.grad_checkpointing):
+            raise ValueError(f"{c}.cuda_graphs=True captures the eager step into CUDA graphs; it "
+                             f"does not combine with compile=True or grad_checkpointing=True: set "
+                             f"those False, or cuda_graphs=None")
         _check_positive(c, "num_workers", self.num_workers, allow_zero=True)
         _check_positive(c, "prefetch_factor", self.prefetch_factor)
         _check_positive(c, "log_every", self.log_every, allow_zero=True)
@@ -370,7 +384,7 @@ class TrainConfig:
 # may resume with other values, and a result computed on a GPU is the same study cell on a CPU.
 EXECUTION_FIELDS = frozenset({"device", "num_workers", "progress", "pin_memory", "prefetch_factor",
                               "distributed", "compile", "grad_checkpointing", "eval_batch_size",
-                              "log_every"})
+                              "log_every", "cuda_graphs"})
 
 
 def replace(cfg, **changes):

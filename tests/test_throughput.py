@@ -1,5 +1,7 @@
 """Throughput switches: activation checkpointing (same gradients), torch.compile (same training),
-resuming with speed-only settings changed, and the bench scripts' --smoke runs."""
+resuming with speed-only settings changed, and the bench scripts' --smoke runs (CUDA graphs:
+test_graphs.py)."""
+import csv
 import dataclasses
 import functools
 import importlib.util
@@ -117,7 +119,8 @@ def test_resume_may_change_speed_settings_but_not_the_math(task, tmp_path):
         if step == 1:
             raise KeyboardInterrupt
     with pytest.raises(KeyboardInterrupt):
-        train_from_scratch(task, TINY, cfg(epochs=2, ckpt_every=1), tmp_path / "r", on_step=stop)
+        train_from_scratch(task, TINY, cfg(epochs=2, ckpt_every=1, cuda_graphs=True),
+                           tmp_path / "r", on_step=stop)
     r = train_from_scratch(task, TINY, cfg(epochs=2, ckpt_every=1, grad_checkpointing=True,
                                            prefetch_factor=2, distributed="fsdp"),
                            tmp_path / "r", resume=True)
@@ -142,12 +145,30 @@ def _bench(name):
     return mod
 
 
-def test_bench_train_throughput_smoke(capsys):
-    reports = _bench("train_throughput").main(["--smoke"])
-    assert len(reports) == 4
+def test_bench_train_throughput_smoke(capsys, tmp_path, monkeypatch):
+    """--graphs measures each row eagerly and captured (uncaptured on a CPU: the same losses);
+    --csv writes every row; a failing row is reported and the others still run."""
+    bench = _bench("train_throughput")
+    real = bench.measure_training_step
+
+    def measure(name, *a, **k):
+        if name.startswith("s4:image"):
+            raise RuntimeError("a broken row")
+        return real(name, *a, **k)
+    monkeypatch.setattr(bench, "measure_training_step", measure)
+    reports = bench.main(["--smoke", "--graphs", "--csv", str(tmp_path / "rows.csv")])
+    assert [r.graphs for r in reports] == [False, True] * 3
     for r in reports:
         assert r.tokens_per_s > 0 and r.flops_per_step > 0 and 0 < r.mfu
-    assert "MFU" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "MFU" in out and "speed-up" in out and "s4:image/s4" in out and "a broken row" in out
+    rows = list(csv.DictReader(open(tmp_path / "rows.csv")))
+    assert [(r["config"], r["mode"]) for r in rows][:3] == [
+        ("transformer:text/masked", "eager"), ("transformer:text/masked", "graphs"),
+        ("s4:image/s4", "eager")]
+    assert len(rows) == 7 and "a broken row" in rows[2]["error"]
+    graphed = [r for r in rows if r["mode"] == "graphs"]
+    assert all(float(r["speedup"]) > 0 and float(r["max_loss_diff"]) == 0 for r in graphed)
 
 
 def test_bench_attention_long_smoke(capsys):

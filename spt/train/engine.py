@@ -21,6 +21,9 @@ averaged gradient is the global batch's, statistics are summed over ranks, and r
 checkpoints. The training step has no host-device synchronisation on CUDA: statistics stay on
 the device and are read at the end of an epoch, at checkpoints, and every 10 steps for the
 progress bar when it is on (and for the ranks to agree on the time budget when there is one).
+With ``TrainConfig.cuda_graphs`` each micro-batch's forward and backward run through
+:class:`~spt.train.graphs.GraphedStep` (static buffers, replayed as a CUDA graph on CUDA); the
+optimiser step stays the eager one.
 
 ``observe(callback)`` (:mod:`spt.train.observers`) times a run: under it fit() reports every
 optimiser step and every evaluation to `callback`, synchronising with the device for each
@@ -48,6 +51,7 @@ from ..same_run import RESUMABLE_FIELDS, differences
 from . import distributed as D
 from .checkpoint import FORMAT, atomic_save, read_checkpoint
 from .curves import Curves, grad_norm
+from .graphs import GraphedStep, use_graphs
 from .observers import current_observer, observe, timestamp  # noqa: F401  (observe: public here)
 from .optim import apply_now, build_optimizer, build_scheduler, param_groups, plateau_state, plateau_update
 from .passes import autocast, epoch_batches, evaluate, loader  # noqa: F401  (epoch_batches: public here)
@@ -268,6 +272,9 @@ class _Run:
             self._resume_from(ck)
         if self.cfg.compile:
             self.fwd = torch.compile(self.fwd)
+        self.graphed = (GraphedStep(self.model, self.fwd, self.objective, self.cfg, self.device,
+                                    self.gen, self.env)
+                        if use_graphs(self.cfg, self.model, self.device, self.env) else None)
 
     def _resume_from(self, ck: dict) -> None:
         env, cfg = self.env, self.cfg
@@ -307,6 +314,8 @@ class _Run:
             return self.finish(evaluate_test)
         finally:
             self.curves.close()
+            if self.graphed is not None:
+                self.graphed.close()
 
     def epoch(self) -> bool:
         """(The rest of) epoch state.epoch, then its validation when one is due: every eval_every
@@ -363,6 +372,13 @@ class _Run:
         """Forward and backward of one micro-batch (`weight`: its share of the global batch); its
         statistics are added to `totals`. micro: more micro-batches follow before the step (DDP
         skips its gradient all-reduce)."""
+        if self.graphed is not None:  # the same step over static buffers, replayed on CUDA
+            loss, stats = self.graphed(_to(batch, self.device))
+            self.curves.batch(batch, loss)
+            self.bad |= ~torch.isfinite(loss)
+            for k, v in stats.items():
+                totals[k] = totals.get(k, 0) + v
+            return loss
         no_sync = self.fwd.no_sync if micro and hasattr(self.fwd, "no_sync") else nullcontext
         with no_sync():
             with autocast(self.device, self.cfg):
@@ -381,13 +397,18 @@ class _Run:
         if self.device.type == "cpu":
             self.check_finite()
         norm, lr = None, self.sched.get_last_lr()[0]
+        if self.graphed is not None:
+            self.graphed.prepare_step()
         if cfg.grad_clip:
             norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
         elif self.curves.wants_grad_norm(s.step + 1):
             norm = grad_norm(self.model)
         self.opt.step()
         self.sched.step()
-        self.opt.zero_grad(set_to_none=True)
+        if self.graphed is not None:
+            self.graphed.zero_grad()
+        else:
+            self.opt.zero_grad(set_to_none=True)
         s.step += 1
         self.curves.step(s.step, lr, norm)
         if self.observer is not None:

@@ -2,7 +2,9 @@
 
 Used by ``bench/train_throughput.py`` and ``bench/pathx256_step.py``. One measured step is exactly
 what :func:`spt.train.engine.fit` does per batch: bf16 autocast on CUDA, the objective's loss,
-backward, gradient clipping, AdamW step.
+backward, gradient clipping, AdamW step; with ``TrainConfig.cuda_graphs=True`` the forward and
+backward run through :class:`~spt.train.graphs.GraphedStep` (captured and replayed on CUDA), as
+fit() runs them then.
 
 FLOPs of a step are counted, not guessed: ``torch.utils.flop_counter.FlopCounterMode`` records the
 matmuls and the attention (SDPA) of one forward + backward as executed; attention is counted
@@ -28,6 +30,8 @@ from ..models.attention import Attention
 from ..models.model import count_parameters, pretraining_model
 from ..models.ssm import SSMBlock
 from .engine import set_grad_checkpointing
+from .graphs import WARMUP as GRAPH_WARMUP
+from .graphs import GraphedStep
 from .objectives import Denoising
 from .optim import build_optimizer
 
@@ -40,6 +44,9 @@ class StepReport:
     mfu          : achieved FLOP/s over peak_flops (the same run's measured matmul peak).
     peak_mem_gb  : torch.cuda.max_memory_allocated during the timed steps (nan on CPU).
     host_syncs   : host-device synchronisations seen in one forward + backward (CUDA only).
+    losses       : the training loss of every step, warm-up steps included (the same model,
+                   batch and seeds give the same sequence eagerly and with cuda_graphs).
+    graphs       : whether the step ran through GraphedStep (TrainConfig.cuda_graphs).
     """
 
     name: str
@@ -53,6 +60,8 @@ class StepReport:
     peak_mem_gb: float
     peak_flops: float
     host_syncs: list = dataclasses.field(default_factory=list)
+    losses: list = dataclasses.field(default_factory=list)
+    graphs: bool = False
 
     def row(self) -> str:
         return (f"{self.name:<28} {self.params / 1e6:7.2f}M {self.batch:5d} {self.seq_len:7d} "
@@ -163,9 +172,19 @@ def host_syncs_per_step(model, objective, batch: dict, device: torch.device) -> 
 def measure_training_step(name: str, model_cfg, objective: ObjectiveConfig, spec: TaskSpec,
                           batch_size: int, device: torch.device, *, steps: int = 10,
                           warmup: int = 3, train_cfg: Optional[TrainConfig] = None,
-                          peak_flops: Optional[float] = None) -> StepReport:
+                          peak_flops: Optional[float] = None, flops: Optional[float] = None,
+                          min_time: float = 0.0, find_syncs: bool = True) -> StepReport:
     """Build the pretraining model of `model_cfg`, run `warmup` + `steps` training steps on a
-    synthetic full-length batch and report time, tokens/s, FLOPs, MFU and peak memory."""
+    synthetic full-length batch and report time, tokens/s, FLOPs, MFU and peak memory.
+
+    train_cfg.cuda_graphs=True: the step runs through GraphedStep; on CUDA the warm-up is at
+    least WARMUP + 1 steps, so every timed step replays the captured graph.
+    flops      : FLOPs per step when already counted (another measurement of the same model);
+                 None: counted here.
+    min_time   : go on stepping past `steps` until this many seconds have passed (at most
+                 100 x steps), so that fast steps are timed over many.
+    find_syncs : list the host-device syncs of one step (StepReport.host_syncs; CUDA only).
+    """
     cfg = train_cfg or TrainConfig(device=str(device))
     torch.manual_seed(0)
     model = pretraining_model(model_cfg, spec, objective).to(device)
@@ -173,35 +192,55 @@ def measure_training_step(name: str, model_cfg, objective: ObjectiveConfig, spec
     model.train()
     obj = Denoising(objective, spec)
     batch = synthetic_batch(spec, batch_size, device)
-    flops = count_step_flops(model, obj, batch, device)
-    syncs = host_syncs_per_step(model, obj, batch, device)
+    if flops is None:
+        flops = count_step_flops(model, obj, batch, device)
+    syncs = host_syncs_per_step(model, obj, batch, device) if find_syncs else []
     opt = build_optimizer(model, cfg)
     fwd = torch.compile(model) if cfg.compile else model
     gen = torch.Generator(device=device).manual_seed(cfg.seed)
+    graphed = GraphedStep(model, fwd, obj, cfg, device, gen) if cfg.cuda_graphs else None
+    if graphed is not None and device.type == "cuda":
+        warmup = max(warmup, GRAPH_WARMUP + 1)
+    losses = []
+    torch.manual_seed(cfg.seed)  # dropout: the same draws whether or not FLOPs were counted here
 
     def step():
-        with torch.autocast(device.type, dtype=torch.bfloat16,
-                            enabled=cfg.amp and device.type == "cuda"):
-            loss, _ = obj.step(fwd, batch, gen)
-        loss.backward()
+        if graphed is None:
+            with torch.autocast(device.type, dtype=torch.bfloat16,
+                                enabled=cfg.amp and device.type == "cuda"):
+                loss, _ = obj.step(fwd, batch, gen)
+            loss.backward()
+        else:
+            loss, _ = graphed(batch)
+            graphed.prepare_step()
+        losses.append(loss.detach().float().clone())
         if cfg.grad_clip:
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
         opt.step()
-        opt.zero_grad(set_to_none=True)
+        if graphed is None:
+            opt.zero_grad(set_to_none=True)
+        else:
+            graphed.zero_grad()
 
-    for _ in range(warmup):
-        step()
-    _sync(device)
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-    t = time.perf_counter()
-    for _ in range(steps):
-        step()
-    _sync(device)
-    dt = (time.perf_counter() - t) / steps
+    try:
+        for _ in range(warmup):
+            step()
+        _sync(device)
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        n, t = 0, time.perf_counter()
+        while n < steps or (time.perf_counter() - t < min_time and n < 100 * steps):
+            step()
+            n += 1
+        _sync(device)
+        dt = (time.perf_counter() - t) / n
+    finally:
+        if graphed is not None:
+            graphed.close()
     mem = torch.cuda.max_memory_allocated(device) / 2 ** 30 if device.type == "cuda" else math.nan
     peak = peak_flops or peak_matmul_flops(device)
     return StepReport(name=name, params=count_parameters(model), batch=batch_size,
                       seq_len=spec.seq_len, step_s=dt, tokens_per_s=batch_size * spec.seq_len / dt,
                       flops_per_step=flops, mfu=flops / dt / peak, peak_mem_gb=mem,
-                      peak_flops=peak, host_syncs=syncs)
+                      peak_flops=peak, host_syncs=syncs,
+                      losses=torch.stack(losses).tolist(), graphs=graphed is not None)
