@@ -65,6 +65,22 @@ def test_gpu_report_reads_the_targets_off_the_csvs(tmp_path):
     rows = gpu_report.targets(tmp_path)
     assert rows[0][2] is False and "30 s or more: b" in rows[0][1]
     assert all(met is False for _, _, met in rows[1:])  # no bench CSVs: nothing is met
+    fields = ["config", "family", "task", "variant", "mode", "step_ms", "speedup",
+              "max_loss_diff", "error"]
+    with open(tmp_path / "throughput.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fields)
+        w.writeheader()
+        w.writerow({"config": "transformer:image/masked", "family": "transformer", "task": "image",
+                    "variant": "masked", "mode": "graphs", "speedup": 3.4, "max_loss_diff": 0})
+        w.writerow({"config": "transformer:pathfinder/masked", "family": "transformer",
+                    "task": "pathfinder", "variant": "masked", "mode": "graphs", "speedup": 2.1})
+        for variant, ms in (("s4", 70.0), ("dlr", 150.0)):
+            w.writerow({"config": f"s4:pathx/{variant}", "family": "s4", "task": "pathx",
+                        "variant": variant, "mode": "eager", "step_ms": ms})
+    got = {what: (measured, met) for what, measured, met in gpu_report.throughput_targets(tmp_path)}
+    assert got["captured step of transformer:image/masked: >= 3x the eager step's tokens/s"][1]
+    assert not got["captured step of transformer:pathfinder/masked: >= 3x the eager step's tokens/s"][1]
+    assert got["DLR's step on pathx within 2x of S4's"] == ("150.0 vs 70.0 ms: 2.14x", False)
 
 
 def test_gpu_report_refuses_an_unknown_section(tmp_path):

@@ -27,6 +27,7 @@ def pathx256_s4_row() -> PaperRow:
                    pretrain=replace(p.pretrain, lr=1e-3, batch_size=8),
                    finetune=replace(p.finetune, lr=1e-3, batch_size=64),
                    scratch=replace(p.finetune, lr=1e-4, batch_size=16), scratch_note="",
+                   scratch_pooling=None,
                    source="Amos, Berant & Gupta (ICLR 2024), C.1.2", row=("s4", "pathx256"))
 
 

@@ -46,6 +46,8 @@ class PaperRow:
     scratch    : the from-scratch run's settings; None: the paper gives none, train `finetune`.
     source     : where the row's numbers are printed.
     scratch_note : where the from-scratch settings come from when the paper does not print them.
+    scratch_pooling : the from-scratch run's pooling where it differs from the model's (the cited
+                 S4 PathX run pools by mean where the paper's own PathX runs pool by max).
     row        : (model key, task key) of the row in spt/paper/settings.tsv, the reference that
                  spt.studies.fidelity checks every stage against.
     """
@@ -57,6 +59,7 @@ class PaperRow:
     source: str
     scratch: Optional[TrainConfig] = None
     scratch_note: str = ""
+    scratch_pooling: Optional[str] = None
     row: tuple = ()
 
 

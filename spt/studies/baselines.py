@@ -62,6 +62,24 @@ def free_conv(cfg: SSMConfig) -> FreeConvConfig:
                           lr=cfg.lr)
 
 
+def free_kernel_size(cfg: SSMConfig) -> str:
+    """What freeing the kernels of `cfg` costs in weights, beside the S4 model's parameters (a
+    classifier of one input channel and 10 classes) and those of the kernels it replaces."""
+    from ..data.task import TaskSpec
+    from ..models.model import classifier_model, count_parameters
+    from ..models.ssm import make_kernel
+    n_dir = 1 if cfg.causal else 2
+    plain = replace(cfg, init="random_ssm")  # the same parameters without the HiPPO set-up
+    free = cfg.n_layers * n_dir * cfg.d_model * cfg.max_len
+    kernels = cfg.n_layers * count_parameters(make_kernel(plain, n_dir))
+    spec = TaskSpec(name="size", seq_len=cfg.max_len, num_classes=10, d_input=1)
+    model = count_parameters(classifier_model(plain, spec))
+    return (f"its free kernels hold {free / 1e6:.2f}M weights ({cfg.n_layers} layers x {n_dir} "
+            f"directions x {cfg.d_model} channels x {cfg.max_len} lags), against "
+            f"{model / 1e6:.2f}M parameters in the whole S4 model ({kernels / 1e6:.2f}M in the "
+            f"kernels they replace)")
+
+
 def tdi(cfg: SSMConfig) -> SSMConfig:
     """The S4 stack whose first layer is fitted to the task's spectrum before training."""
     return replace(cfg, task_init="spectrum")
@@ -151,6 +169,8 @@ def with_prior(arm: Arm, family: str, prior: str, task: Optional[str] = None) ->
         # without the state-space fields (spt/paper/settings.tsv, model "free_conv")
         row = ("free_conv", arm.row[1]) if p.model is free_conv and arm.row else arm.row
         out = dataclasses.replace(out, model=p.model(arm.model), row=row)
+        if p.model is free_conv:
+            out = dataclasses.replace(out, note=f"{out.note}; {free_kernel_size(arm.model)}")
     if p.techniques:
         if task is None:
             raise ValueError(f"prior {prior!r} trains with a task's techniques: give the task")

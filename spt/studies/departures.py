@@ -103,8 +103,10 @@ FOUR_GPUS = ("budget: C.1's 5-day (Transformers on PathX and Speech Commands) an
 TEXT_LENGTH = ("Text length: Sec. 3 says IMDb reviews of 'up to 2048' characters; the authors' "
                "configs (configs/dataset/imdb.yaml, s4-lra-imdb.yaml, transformer-lra-imdb.yaml: "
                "l_max 4096) read 4,096 bytes, as spt does")
-MLP_HEAD = ("head: spt's MLP head is Linear -> GELU -> Linear; the authors' nonlinear decoders "
-            "(src/tasks/decoders.py, the retrieval decoder included) use ReLU")
+MLP_HEAD = ("head: spt's MLP head is Linear -> GELU -> Linear. On Retrieval that is the authors' "
+            "decoder (pipeline aan: the retrieval decoder with activation gelu, nli: Linear(4d, d) "
+            "-> GELU -> Linear on [u, v, u*v, u-v]); the Text and Image Transformers' decoder "
+            "(sequence_nonelinear, src/tasks/decoders.py) uses ReLU where spt uses GELU")
 
 
 # Each reading's test, on a stage's (StageView, its stage_values): the values the fidelity check

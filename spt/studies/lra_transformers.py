@@ -11,9 +11,10 @@ import dataclasses
 
 import xarray as xr
 
-from ..config import ObjectiveConfig, replace
+from ..config import replace
 from ..paper import transformer_row
 from ..paper.results import TABLE1
+from ..paper.table4 import SECOND_MASKED_ROW, SECOND_ROW_NOTE
 from .arms import Arm, TaskRef
 from .job import Entry, GridPreset
 from .smoke import smoke_arm, smoke_data_root, smoke_digits, smoke_listops
@@ -24,29 +25,14 @@ NAME = "01_lra_transformers"
 TASKS = ("listops", "text", "retrieval", "image", "pathfinder", "pathx")
 INITS = ("scratch", "masked", "causal")
 
-# Table 4 prints a second "Masked SPT†" row for Pathfinder and PathX where the other tasks have
-# their "Causal SPT†" row, and Table 1 reports causal SPT for both: we read it as the causal row.
-_SECOND_ROW = {"pathfinder": ((1e-3, 1e-3), (256, 128)), "pathx": ((5e-4, 1e-3), (256, 8))}
-
-
 def paper_arms(task: str) -> dict[str, Arm]:
-    """The three arms of Table 1 for `task`, from Table 4."""
-    m = transformer_row(task, "masked")
+    """The three arms of Table 1 for `task`, from Table 4 (on Pathfinder and PathX the causal row
+    is Table 4's second "Masked SPT†" row: spt.paper.table4.SECOND_MASKED_ROW)."""
+    m, c = transformer_row(task, "masked"), transformer_row(task, "causal")
     masked = Arm(model=m.model, objective=m.objective, pretrain=m.pretrain, train=m.finetune,
                  row=m.row)
-    if task in _SECOND_ROW:
-        (ft_lr, pt_lr), (ft_bsz, pt_bsz) = _SECOND_ROW[task]
-        causal = Arm(model=replace(m.model, causal=True),
-                     objective=ObjectiveConfig(kind="causal", loss=m.objective.loss),
-                     pretrain=replace(m.pretrain, lr=pt_lr, batch_size=pt_bsz),
-                     train=replace(m.finetune, lr=ft_lr, batch_size=ft_bsz),
-                     note="Table 4 prints a second 'Masked SPT' row here where other tasks have "
-                          "'Causal SPT'; read as the causal row (Table 1 reports causal SPT)",
-                     row=("transformer_causal", task))
-    else:
-        c = transformer_row(task, "causal")
-        causal = Arm(model=c.model, objective=c.objective, pretrain=c.pretrain, train=c.finetune,
-                     row=c.row)
+    causal = Arm(model=c.model, objective=c.objective, pretrain=c.pretrain, train=c.finetune,
+                 row=c.row, note=SECOND_ROW_NOTE if task in SECOND_MASKED_ROW else "")
     scratch = Arm(model=m.model, train=m.finetune, row=m.row,
                   note="Table 1 quotes Tay et al.'s from-scratch numbers; we train the masked "
                        "row's model with its finetuning settings")

@@ -10,8 +10,11 @@ bidirectional).
 
 The paper preset gives every mixer the S4 row's protocol on each LRA task (spt.paper.table5):
 its depth, dropout, pooling, head, weight decay, batch sizes, warmups, schedules, epochs and
-budgets, from scratch (the final S4 runs' settings) and with masked SPT (its SPT settings). Two
-things differ, both stated in spt.studies.departures:
+budgets, with masked SPT (its SPT settings). From scratch a mixer trains its finetuning settings
+(the same schedule, 200 epochs or 24 h, the same patience: :func:`caps` shows the two arms' step
+caps equal), not the cited S4 runs' from-scratch schedules, which Gu tuned for S4: an untuned
+layer gets the budget its SPT arm gets, as the paper's own retrained scratch baselines (S4 random
+init, DLR) do. Two things differ, both stated in spt.studies.departures:
 - width: each mixer is as wide as makes its classifier's parameter count closest to the S4 row's
   (:func:`mixer_model`), so no layer wins by size;
 - learning rate: S4's rates are tuned for S4 (its state-space parameters train at their own rate);
@@ -58,8 +61,9 @@ MODELS = ("transformer", "s4", *MIXERS)
 # below and above, for the smaller batches of the LRA runs.
 LR_GRID = {name: (5e-4, 1e-3, 2e-3) for name in MIXERS}
 MIXER_NOTE = ("study 13 (not in the paper): the mixer takes the S4 row's depth, dropout, pooling, "
-              "head and training settings, a width that matches S4's parameter count, and the lr "
-              "grid LR_GRID for its supervised runs")
+              "head and SPT settings, a width that matches S4's parameter count, and the lr grid "
+              "LR_GRID for its supervised runs; from scratch it trains its finetuning settings "
+              "(the same budget as its SPT arm), not the cited S4 runs' tuned schedules")
 CAUSAL_NOTE = ("causal SPT: the same mixer made causal, pretrained on next-token prediction with "
                "the S4 row's SPT settings, and finetuned causal")
 
@@ -102,14 +106,33 @@ def mixer_arms(name: str, task: str) -> dict:
     s4 = ssm_row(task, "s4")
     model, grid = mixer_model(name, task), LR_GRID[name]
     row = ("mixer", task)
-    scratch = Arm(model=model, train=replace(s4.scratch, lr=grid[0]), lr_grid=grid, row=row,
-                  note=MIXER_NOTE)
-    masked = Arm(model=model, objective=s4.objective, pretrain=s4.pretrain,
-                 train=replace(s4.finetune, lr=grid[0]), lr_grid=grid, row=row, note=MIXER_NOTE)
+    supervised = replace(s4.finetune, lr=grid[0])
+    scratch = Arm(model=model, train=supervised, lr_grid=grid, row=row, note=MIXER_NOTE)
+    masked = Arm(model=model, objective=s4.objective, pretrain=s4.pretrain, train=supervised,
+                 lr_grid=grid, row=row, note=MIXER_NOTE)
     causal = dataclasses.replace(
         masked, model=replace(model, causal=True), row=("mixer_causal", task), note=CAUSAL_NOTE,
         objective=ObjectiveConfig(kind="causal", loss=s4.objective.loss))
     return {"scratch": scratch, "masked": masked, "causal": causal}
+
+
+def caps(preset: str = "paper"):
+    """A DataFrame, one row per (task, model): the step cap, time budget (hours) and patience
+    (epochs) of the scratch run beside those of the finetuning run of masked SPT
+    (:mod:`spt.studies.plan`, the paper's split sizes): a mixer's two arms train alike."""
+    import pandas as pd
+
+    from .plan import plan
+    rows: dict = {}
+    for p in plan(NAME, preset=preset):
+        if p.stage not in ("scratch", "finetune") or p.coords.get("init") == "causal":
+            continue
+        row = rows.setdefault((p.coords["task"], p.coords["model"]), {})
+        row.update({f"{p.stage}_cap": p.cap, f"{p.stage}_budget_h": p.budget_h,
+                    f"{p.stage}_patience": p.patience_epochs})
+    df = pd.DataFrame.from_dict(rows, orient="index")
+    df.index.names = ["task", "model"]
+    return df
 
 
 def paper_arms(task: str) -> dict:

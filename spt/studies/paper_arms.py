@@ -26,6 +26,6 @@ def scratch_arm(preset) -> Arm:
     gives no separate ones)."""
     if preset.scratch is not None:
         return Arm(model=preset.model, train=preset.scratch, note=preset.scratch_note,
-                   row=preset.row)
+                   pooling=preset.scratch_pooling, row=preset.row)
     return Arm(model=preset.model, train=preset.finetune, note=TRANSFORMER_SCRATCH_NOTE,
                row=preset.row)

@@ -38,8 +38,10 @@ def test_every_mixer_gets_the_s4_protocol_and_its_lr_grid_on_both_sides(paper):
         for name, grid in m13.LR_GRID.items():
             scratch, masked, causal = (arms[(task, name, i)] for i in ("scratch", "masked", "causal"))
             assert scratch.lr_grid == masked.lr_grid == causal.lr_grid == grid
-            assert scratch.train.batch_size == s4.scratch.batch_size
-            assert scratch.train.epochs == s4.scratch.epochs
+            # from scratch a mixer trains its finetuning settings: the SPT arm's budget
+            assert scratch.train == masked.train == causal.train
+            assert (scratch.train.epochs, scratch.train.max_time) == (200, 24 * 3600)
+            assert scratch.train.patience == s4.finetune.patience
             assert masked.pretrain == s4.pretrain and masked.objective == s4.objective
             assert masked.train.batch_size == s4.finetune.batch_size
             assert not masked.model.causal and causal.model.causal
@@ -47,6 +49,16 @@ def test_every_mixer_gets_the_s4_protocol_and_its_lr_grid_on_both_sides(paper):
     # Table 2's Transformer and S4 are study 02's arms, and S4 has no causal arm
     assert arms[("text", "s4", "masked")].model == ssm_row("text", "s4").model
     assert ("text", "s4", "causal") not in arms and ("text", "transformer", "causal") not in arms
+
+
+def test_a_mixers_scratch_and_finetuning_caps_are_equal_on_every_task():
+    caps = m13.caps()
+    mixers = caps[caps.index.get_level_values("model").isin(list(m13.MIXERS))]
+    assert len(mixers) == len(m13.TASKS) * len(m13.MIXERS)
+    for what in ("cap", "budget_h", "patience"):
+        assert (mixers[f"scratch_{what}"] == mixers[f"finetune_{what}"]).all(), what
+    # the cited S4 runs keep their own caps (ListOps: 40 epochs of 1,920 steps)
+    assert caps.loc[("listops", "s4"), "scratch_cap"] == 76_800
 
 
 def test_the_paper_preset_plans_without_a_flag():

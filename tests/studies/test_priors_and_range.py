@@ -46,6 +46,17 @@ def test_a_prior_changes_the_model_and_nothing_else(preset):
             assert (init == "spt") == a.is_spt == tdi.is_spt
 
 
+def test_the_free_kernel_arm_prints_its_size_beside_the_s4_models():
+    """A free kernel is far larger than the S4 it replaces: its arm's note says how much."""
+    from spt.paper import ssm_row
+    arms = _arms(STUDY.preset("paper", "DATA"))
+    note = arms["pathx", "s4", "free_conv", "scratch", m14.UNCAPPED].note
+    assert "50.33M weights (6 layers x 2 directions x 256 channels x 16384 lags)" in note
+    assert "1.29M parameters in the whole S4 model" in note
+    assert arms["pathx", "s4", "none", "scratch", m14.UNCAPPED].model == ssm_row("pathx", "s4").model
+    assert "whole S4 model" in STUDY.deviations("paper").to_string()
+
+
 @pytest.mark.parametrize("preset", ["laptop", "paper", "smoke"])
 def test_the_probe_caps_the_span_it_is_filed_under(preset):
     arms = _arms(STUDY.preset(preset, "DATA"))
