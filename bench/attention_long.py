@@ -6,8 +6,9 @@ paths) vs a dense boolean mask (the approach of the paper's public code), all in
     python bench/attention_long.py --smoke          # L = 64, 128, W = 32 on CPU: checks it works
 
 One measurement = forward + backward of self-attention on q, k, v (B, H, L, D) in bf16 on CUDA
-(float32 on CPU), timed over --repeat calls after warm-up (which also compiles), with peak memory
-(torch.cuda.max_memory_allocated over the calls, inputs excluded). --forward times forward only.
+(float32 on CPU): the median of --repeat calls after warm-up (which also compiles), the methods'
+calls interleaved, with peak memory (torch.cuda.max_memory_allocated over a method's calls,
+inputs excluded). --forward times forward only.
 
 * ``dense``      - full attention, spt.models.attention.full_attention (flash-attn if installed,
                    else SDPA, which picks its flash kernel for unmasked bf16 inputs): O(L^2) time.
@@ -93,36 +94,61 @@ def run(method: str, q, k, v, W: int, causal: bool = False):
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
 
-def measure(method: str, L: int, args, device, dtype) -> dict:
+def measure_all(L: int, args, device, dtype) -> dict:
+    """{method: {"ms", "mem_gb"} or {"ms": nan, "mem_gb": nan, "error"}} at L. The timed calls
+    are interleaved (one call of each method per round) so that a change of load on the machine
+    falls on every method alike; the peak memory of a method is its largest over its calls."""
     g = torch.Generator(device=device).manual_seed(0)
     shape = (args.batch, args.heads, L, args.head_dim)
     q, k, v = (torch.randn(shape, device=device, dtype=dtype, generator=g).requires_grad_(
         not args.forward) for _ in range(3))
     dy = torch.randn(shape, device=device, dtype=dtype, generator=g)
+    cuda = device.type == "cuda"
 
-    def call():
+    def call(method):  # seconds and peak GiB of one call
+        if cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated()
+        t = time.perf_counter()
         if args.forward:
             with torch.no_grad():
-                return run(method, q, k, v, args.block, args.causal)
-        y = run(method, q, k, v, args.block, args.causal)
-        torch.autograd.grad(y, (q, k, v), dy)
-        return y
-
-    for _ in range(args.warmup):
-        call()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        base = torch.cuda.memory_allocated()
-    times = []
-    for _ in range(args.repeat):
-        t = time.perf_counter()
-        call()
-        if device.type == "cuda":
+                run(method, q, k, v, args.block, args.causal)
+        else:
+            y = run(method, q, k, v, args.block, args.causal)
+            torch.autograd.grad(y, (q, k, v), dy)
+            del y
+        if cuda:
             torch.cuda.synchronize()
-        times.append(time.perf_counter() - t)
-    mem = (torch.cuda.max_memory_allocated() - base) / 2 ** 30 if device.type == "cuda" else math.nan
-    return {"ms": 1e3 * sorted(times)[len(times) // 2], "mem_gb": mem}
+        dt = time.perf_counter() - t
+        return dt, (torch.cuda.max_memory_allocated() - base) / 2 ** 30 if cuda else math.nan
+
+    out, times, mems = {}, {}, {}
+
+    def attempt(method):
+        try:
+            dt, mem = call(method)
+            times[method].append(dt)
+            mems[method] = max(mems[method], mem) if mem == mem else mem
+        except Exception as e:  # noqa: BLE001 - reported in the row, the run goes on
+            out[method] = {"ms": math.nan, "mem_gb": math.nan, "error": _first_line(e)}
+            if cuda:
+                torch.cuda.empty_cache()
+
+    for m in args.methods:
+        times[m], mems[m] = [], math.nan
+        for _ in range(args.warmup):  # also compiles
+            if m not in out:
+                attempt(m)
+        times[m], mems[m] = [], -math.inf if cuda else math.nan  # warm-up calls not counted
+    for _ in range(args.repeat):
+        for m in args.methods:
+            if m not in out:
+                attempt(m)
+    for m in args.methods:
+        if m not in out:
+            out[m] = {"ms": 1e3 * sorted(times[m])[len(times[m]) // 2], "mem_gb": mems[m]}
+    return out
 
 
 def max_errors(L: int, args, device, dtype) -> dict:
@@ -234,13 +260,8 @@ def main(argv=None) -> dict:
             n = min(L, 4 * a.block)
             if n not in checked:
                 checked[n] = max_errors(n, a, device, dtype)
-            for m in a.methods:
-                try:
-                    results[(L, m)] = measure(m, L, a, device, dtype)
-                except Exception as e:  # noqa: BLE001 - reported in the row, the run goes on
-                    results[(L, m)] = {"ms": math.nan, "mem_gb": math.nan, "error": _first_line(e)}
-                    if device.type == "cuda":
-                        torch.cuda.empty_cache()
+            for m, r in measure_all(L, a, device, dtype).items():
+                results[(L, m)] = r
             rows = rows_for(L, results, checked[n], a)
             for row in rows:
                 print_row(row)
