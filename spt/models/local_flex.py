@@ -15,7 +15,7 @@ band w is given, with ``reach`` 1 or w):
 The BlockMask is built from the pattern's formula at tile level (tiles of FLEX_TILE queries x keys),
 never from an (L, L) mask: a tile is *full* (the kernel skips the mask) when every pair in it is
 allowed, *partial* (the kernel applies mask_mod) when some may be, and skipped otherwise. All of it
-is tensor arithmetic on the inputs' device: no host-device sync, and the mask's values are never read.
+is tensor arithmetic on the inputs' device: no host-device sync (key_valid is never read on the host).
 
 On CUDA the call goes through one ``torch.compile(flex_attention)`` made on first use (the fused
 kernel). Elsewhere flex_attention runs eagerly: torch's unfused implementation, which computes all
