@@ -40,7 +40,8 @@ LATER_TRAIN_FIELDS = {"eval_every": 1, "wd_groups": "matrices", "schedule_steps"
 # compares stored configs) and hub folders still match the configs that made them. A stored dict
 # without the field reads back as holding that value.
 LATER_MODEL_FIELDS = {"head": "mlp", "dt_lr": None, "n_ssm": None, "tie_dropout": False,
-                      "reach": None, "task_init": None, "locality_bias": False}
+                      "reach": None, "task_init": None, "locality_bias": False,
+                      "local_backend": "gather"}
 
 # Names under which earlier versions stored a model config type: the Transformer's config was
 # called "ModelConfig" (and a dict without "type" was one).

@@ -27,6 +27,9 @@ Pooling = Literal["mean", "max", "last"]
 # Linear(d, n_out) (the paper's authors' `sequence` decoder; see spt.models.heads).
 Head = Literal["mlp", "linear"]
 AttentionBackend = Literal["auto", "flash", "sdpa", "manual"]
+# How neighbour-block / banded attention runs (spt.models.attention.local_attention): the same
+# function either way, "gather" by SDPA over gathered neighbour blocks, "flex" by FlexAttention.
+LocalBackend = Literal["gather", "flex"]
 ObjectiveKind = Literal["masked", "causal"]
 LossKind = Literal["ce", "l1"]
 Schedule = Literal["cosine", "constant", "rsqrt", "plateau", "multistep"]
@@ -75,6 +78,9 @@ class TransformerConfig:
                   2 n w positions apart (n w when causal).
     attention   : "auto" (flash-attn on CUDA when installed, else torch SDPA), "flash", "sdpa",
                   or "manual" (plain-torch reference, for tests).
+    local_backend : how local_block / reach attention runs, the same function either way:
+                  "gather" (SDPA over each block's gathered neighbours) or "flex" (FlexAttention
+                  with a block-sparse mask; compiled on CUDA). Speed only.
     """
 
     d_model: int = 64
@@ -92,6 +98,7 @@ class TransformerConfig:
     head: Head = "mlp"
     reach: Optional[int] = None
     locality_bias: bool = False
+    local_backend: LocalBackend = "gather"
 
     def __post_init__(self):
         c = "TransformerConfig"
@@ -106,6 +113,7 @@ class TransformerConfig:
         _check_choice(c, "pooling", self.pooling, Pooling.__args__)
         _check_choice(c, "head", self.head, Head.__args__)
         _check_choice(c, "attention", self.attention, AttentionBackend.__args__)
+        _check_choice(c, "local_backend", self.local_backend, LocalBackend.__args__)
         if not 0.0 <= self.dropout < 1.0 or not 0.0 <= self.attn_dropout < 1.0:
             raise ValueError(f"{c}.dropout and attn_dropout must be in [0, 1)")
         if self.local_block is not None:

@@ -178,3 +178,85 @@ def test_auto_backend_never_reads_the_mask(monkeypatch):
             raise AssertionError("key_valid.all() was called")
 
     full_attention(q, k, v, valid.as_subclass(Untouchable), backend="auto")
+
+
+# ------------------------------------------- where every key is a neighbour: dense attention
+def pattern_mask(L, W, causal, band=None):
+    """Dense (L, L) reference of local attention: the neighbour blocks of W, or |i - j| <= band."""
+    if band is None:
+        return block_mask(L, W, causal)
+    i = torch.arange(L)
+    allowed = (i[:, None] - i[None, :]).abs() <= band
+    return allowed & (i[None, :] <= i[:, None]) if causal else allowed
+
+
+def outputs_and_grads(fn, q, k, v, keep):
+    """fn(q, k, v) and the gradients of a fixed random-weighted sum of its real rows."""
+    ts = [t.clone().requires_grad_() for t in (q, k, v)]
+    out = fn(*ts) * keep
+    w = torch.randn(out.shape, generator=torch.Generator().manual_seed(99)).to(out.device)
+    (out * w).sum().backward()
+    return [out] + [t.grad for t in ts]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("alibi", [False, True])
+@pytest.mark.parametrize("L", [8, 15, 16, 17])  # W, 2W - 1, 2W, 2W + 1 (three blocks: not dense)
+@pytest.mark.parametrize("backend", ["sdpa", "manual"])
+def test_local_attention_around_the_dense_boundary_equals_the_reference(causal, alibi, L, backend):
+    """Outputs and q/k/v gradients equal attention_ref under the explicit neighbour mask, padded,
+    with and without ALiBi, on both sides of ceil(L / W) = 2."""
+    from spt.models.positions import alibi_bias, alibi_slopes
+    W, H = 8, 2
+    q, k, v = rand_qkv(H=H, L=L, seed=10 * L + 2 * causal + alibi)
+    valid = lengths_to_valid([L, L - 5], L)
+    keep = valid[:, None, :, None].float()
+    slopes = alibi_slopes(H) if alibi else None
+    pos = torch.arange(L)
+    bias = alibi_bias(slopes, pos, pos) if alibi else None
+    got = outputs_and_grads(lambda *t: local_attention(*t, W, valid, causal, backend=backend,
+                                                       slopes=slopes), q, k, v, keep)
+    want = outputs_and_grads(lambda *t: attention_ref(*t, valid, allowed=pattern_mask(L, W, causal),
+                                                      bias=bias), q, k, v, keep)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("L,W,band,dense", [(8, 8, None, True), (15, 8, None, True),
+                                            (16, 8, None, True), (17, 8, None, False),
+                                            (9, 8, 8, True), (10, 8, 8, False),
+                                            (6, 5, 5, True), (6, 4, 4, False)])
+def test_a_dense_pattern_is_full_attention_with_the_same_arguments(monkeypatch, causal, L, W,
+                                                                   band, dense):
+    """ceil(L / W) <= 2 (and a band reaching every key, w >= L - 1) hands the call to
+    full_attention, arguments unchanged; otherwise the neighbour-block path runs."""
+    from spt.models import attention as A
+    seen = []
+    real = A.full_attention
+
+    def spy(*args, **kw):
+        seen.append((args[3:], kw))
+        return real(*args, **kw)
+    monkeypatch.setattr(A, "full_attention", spy)
+    q, k, v = rand_qkv(L=L, H=2)
+    valid = lengths_to_valid([L, L - 1], L)
+    slopes = torch.tensor([0.5, 0.25])
+    out = A.local_attention(q, k, v, W, valid, causal, 0.0, "sdpa", band=band, slopes=slopes)
+    assert (seen == [((valid, causal, 0.0, "sdpa", slopes), {})]) == dense
+    keep = valid[:, None, :, None]
+    want = attention_ref(q, k, v, valid, allowed=pattern_mask(L, W, causal, band),
+                         bias=A.alibi_bias(slopes, torch.arange(L), torch.arange(L)))
+    torch.testing.assert_close(out * keep, want * keep, rtol=1e-5, atol=1e-5)
+
+
+def test_dense_pattern_with_flash_and_a_mask_runs_through_auto(monkeypatch):
+    """local_attention takes padded batches under every backend: an explicit "flash" with a key
+    mask on a dense pattern goes to full_attention as "auto" (SDPA for masked batches)."""
+    from spt.models import attention as A
+    seen = []
+    monkeypatch.setattr(A, "full_attention", lambda *a, **kw: seen.append(a[6]) or a[0])
+    q, k, v = rand_qkv(L=12)
+    A.local_attention(q, k, v, 8, lengths_to_valid([12, 7], 12), backend="flash")
+    A.local_attention(q, k, v, 8, None, backend="flash")
+    assert seen == ["auto", "flash"]

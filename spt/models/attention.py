@@ -17,6 +17,9 @@ Neighbour-block local attention (``local_block=W``, the paper's choice for input
 the sequence is cut into blocks of W tokens; block i attends to blocks i-1, i, i+1 (bidirectional)
 or i-1, i (causal, with the causal order inside). Keys/values of the neighbours are gathered into
 (B·nb, H, W, 3W) problems and solved by the same fused SDPA call, so memory grows as L·3W, not L².
+``local_backend="flex"`` runs the same pattern through FlexAttention's block-sparse kernel instead
+(spt.models.local_flex), without padding or gathered copies. Where the pattern is dense (at most
+two blocks: every key is a neighbour) the call is full attention, exactly.
 
 Banded attention (``TransformerConfig.reach=w``, the range probe's cap): query i attends to key j
 only when |i - j| <= w (and j <= i when causal). It runs on the neighbour-block path with blocks of
@@ -40,6 +43,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ..config import LocalBackend
+from .local_flex import flex_takes, local_attention_flex
 from .positions import alibi_bias, alibi_slopes, apply_rotary
 
 try:  # optional fast path; flash-attn only builds against CUDA
@@ -158,19 +163,47 @@ def _blocks_with_neighbours(x: torch.Tensor, W: int, causal: bool) -> torch.Tens
     return torch.cat(parts, dim=3)
 
 
+def is_dense_pattern(L: int, block: int, band: Optional[int] = None) -> bool:
+    """True when the neighbour-block (or banded) pattern over L tokens allows every pair that full
+    attention allows: with at most two blocks every key is in the query's own or a neighbouring
+    block (bidirectional), or in its own or the previous one (causal, j <= i); a band w reaches
+    every key only when w >= L - 1."""
+    return -(-L // block) <= 2 and (band is None or band >= L - 1)
+
+
 def local_attention(q, k, v, block: int, key_valid=None, causal=False, dropout_p=0.0,
-                    backend="auto", band: Optional[int] = None, slopes=None):
+                    backend="auto", band: Optional[int] = None, slopes=None,
+                    local_backend: LocalBackend = "gather"):
     """Neighbour-block local attention.
 
-    q, k, v   : (B, H, L, D); L need not be a multiple of `block` (it is padded internally).
+    q, k, v   : (B, H, L, D); L need not be a multiple of `block`.
     key_valid : (B, L) bool or None.
     band      : None, or w <= block: query i also needs |i - j| <= w (banded attention).
-    slopes    : None, or (H,) ALiBi slopes: the bias -m_h |i - j| over the gathered keys.
+    slopes    : None, or (H,) ALiBi slopes: the bias -m_h |i - j| over the allowed keys.
+    local_backend : "gather" pads the sequence to whole blocks and solves each block against its
+                gathered neighbours with one fused SDPA call (``backend`` "manual": the reference);
+                "flex" runs spt.models.local_flex (FlexAttention with a block-sparse mask). What
+                flex_attention cannot take runs "gather": dropout_p > 0, and inputs that require
+                grad on the CPU (torch has no CPU backward for it); so does backend "manual".
     returns   : (B, H, L, D). Query i attends to key j iff |blk(i) - blk(j)| <= 1 (bidirectional)
                 or 0 <= blk(i) - blk(j) <= 1 and j <= i (causal), and key j is valid.
+
+    Where that pattern is dense (is_dense_pattern) the call is full_attention with the same
+    arguments (an explicit backend "flash" with a key mask goes through "auto", which picks SDPA:
+    this function takes padded batches under every backend).
     """
     B, H, L, D = q.shape
     W = block
+    if local_backend not in LocalBackend.__args__:
+        raise ValueError(f"local_attention: local_backend={local_backend!r} is not one of "
+                         f"{list(LocalBackend.__args__)}")
+    if band is not None and band > W:
+        raise ValueError(f"local_attention: band={band} exceeds the block size {W}")
+    if is_dense_pattern(L, W, band):
+        dense_backend = "auto" if backend == "flash" and key_valid is not None else backend
+        return full_attention(q, k, v, key_valid, causal, dropout_p, dense_backend, slopes)
+    if local_backend == "flex" and backend != "manual" and flex_takes(q, k, v, dropout_p):
+        return local_attention_flex(q, k, v, W, key_valid, causal, band, slopes)
     nb = -(-L // W)
     pad = nb * W - L
     if key_valid is None:
@@ -197,8 +230,6 @@ def local_attention(q, k, v, block: int, key_valid=None, causal=False, dropout_p
         slot = torch.arange(n * W, device=q.device)[None, :]
         mask = mask & (slot <= W + qpos)  # (B, 1, nb, W, nW)
     if band is not None:  # the key at gathered slot s is (s - W) positions after block start
-        if band > W:
-            raise ValueError(f"local_attention: band={band} exceeds the block size {W}")
         qpos = torch.arange(W, device=q.device)[:, None]
         slot = torch.arange(n * W, device=q.device)[None, :]
         mask = mask & ((slot - W - qpos).abs() <= band)
@@ -228,15 +259,17 @@ class Attention(nn.Module):
     rotary : rotate q and k by position (Su et al. 2021).
     alibi  : add the fixed bias -m_h |i - j| to each head's scores (Press et al. 2022); no
              parameters, the slopes are recomputed from n_heads.
+    local_backend : how local_block / reach attention runs: "gather" or "flex" (local_attention).
     """
 
     def __init__(self, d_model: int, n_heads: int, *, causal: bool = False, dropout: float = 0.0,
                  rotary: bool = False, local_block: Optional[int] = None, backend: str = "auto",
-                 reach: Optional[int] = None, alibi: bool = False):
+                 reach: Optional[int] = None, alibi: bool = False,
+                 local_backend: LocalBackend = "gather"):
         super().__init__()
         self.n_heads, self.causal, self.dropout = n_heads, causal, dropout
         self.rotary, self.local_block, self.backend = rotary, local_block, backend
-        self.reach, self.alibi = reach, alibi
+        self.reach, self.alibi, self.local_backend = reach, alibi, local_backend
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.out = nn.Linear(d_model, d_model)
 
@@ -249,10 +282,10 @@ class Attention(nn.Module):
         slopes = alibi_slopes(self.n_heads, q.device) if self.alibi else None
         if self.reach is not None:
             y = local_attention(q, k, v, max(self.reach, 1), valid, self.causal, p, self.backend,
-                                band=self.reach, slopes=slopes)
+                                band=self.reach, slopes=slopes, local_backend=self.local_backend)
         elif self.local_block is not None and L > self.local_block:
             y = local_attention(q, k, v, self.local_block, valid, self.causal, p, self.backend,
-                                slopes=slopes)
+                                slopes=slopes, local_backend=self.local_backend)
         else:
             y = full_attention(q, k, v, valid, self.causal, p, self.backend, slopes)
         return self.out(y.transpose(1, 2).reshape(B, L, d))

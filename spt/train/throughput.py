@@ -130,9 +130,12 @@ def count_step_flops(model, objective, batch: dict, device: torch.device) -> flo
     """FLOPs of one forward + backward (matmuls and attention counted, FFTs estimated)."""
     from torch.utils.flop_counter import FlopCounterMode
     attn = [m for m in model.modules() if isinstance(m, Attention)]
-    saved = [m.backend for m in attn]
-    for m in attn:  # flash-attn's kernel is not seen by the counter; SDPA's is
+    saved = [(m.backend, m.local_backend) for m in attn]
+    # flash-attn's kernel is not seen by the counter, SDPA's is; FlexAttention is counted as
+    # dense (every score), so local attention is counted on its gather path
+    for m in attn:
         m.backend = "sdpa" if m.backend != "manual" else "manual"
+        m.local_backend = "gather"
     gen = torch.Generator(device=device).manual_seed(0)
     try:
         with FlopCounterMode(display=False) as fc:
@@ -140,8 +143,8 @@ def count_step_flops(model, objective, batch: dict, device: torch.device) -> flo
                 loss, _ = objective.step(model, batch, gen)
             loss.backward()
     finally:
-        for m, b in zip(attn, saved):
-            m.backend = b
+        for m, (b, lb) in zip(attn, saved):
+            m.backend, m.local_backend = b, lb
     model.zero_grad(set_to_none=True)
     return float(fc.get_total_flops()) + _fft_flops(model, batch["inputs"].shape[0],
                                                     batch["inputs"].shape[1])
