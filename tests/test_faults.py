@@ -764,3 +764,14 @@ def test_a_non_finite_input_is_named_before_it_reaches_a_loss(task, split, index
         again = train_from_scratch(task, TINY, TC, out, resume=True)
         assert again.steps == 1 and (out / "best.pt").read_bytes() == before
         assert all(math.isfinite(v) for v in again.test_metrics.values())
+
+
+def test_the_batch_check_names_a_label_and_passes_large_finite_values():
+    from spt.train.passes import NonFiniteInputError, check_finite_inputs
+    batch = {"inputs": torch.full((4, 8, 1), 3e38), "label": torch.zeros(4),
+             "valid": torch.ones(4, 8, dtype=torch.bool)}
+    check_finite_inputs(batch, [3, 4, 5, 6], "train")  # its sum overflows; every value is finite
+    batch["label"][2] = -float("inf")
+    with pytest.raises(NonFiniteInputError, match=r"^example 5 of the val split \(its dataset\[5\]\) "
+                                                  r"holds NaN or infinity in its label: "):
+        check_finite_inputs(batch, [3, 4, 5, 6], "val")
