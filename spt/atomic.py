@@ -68,6 +68,12 @@ class NotWritableError(_WriteFault, PermissionError):
     CODE = errno.EACCES
 
 
+class NotAFolderError(_WriteFault, NotADirectoryError):
+    """An output folder spt must write into is a file (or lies under one)."""
+
+    CODE = errno.ENOTDIR
+
+
 FULL_BELOW = 1 << 20  # bytes free under which a failed write counts as a full disk
 
 
@@ -101,13 +107,18 @@ def output_error(e: BaseException, path: Path, free: float = float("inf")):
 
 def writable_dir(folder) -> Path:
     """Create `folder` (and its parents) if needed and check that files can be made in it, so a
-    run fails before it computes anything; NotWritableError / DiskFullError name it."""
+    run fails before it computes anything; NotWritableError / DiskFullError / NotAFolderError
+    (`folder`, or a folder above it, is a file) name it."""
     folder = Path(folder)
     probe = folder / f".spt-write-test-{uuid.uuid4().hex[:8]}"
     try:
         folder.mkdir(parents=True, exist_ok=True)
         probe.write_bytes(b"")
         probe.unlink()
+    except (FileExistsError, NotADirectoryError):
+        file = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), folder)
+        raise NotAFolderError(file, f"cannot make the folder {folder}: {file} is a file, not a "
+                                    f"folder. Name a folder (it is created if missing)") from None
     except OSError as e:
         raise (output_error(e, probe, free_bytes(folder)) or e) from None
     return folder

@@ -16,6 +16,8 @@ and :mod:`spt.model_config` (how checkpoints store either model config) imports 
 from __future__ import annotations
 
 import dataclasses
+import math
+import numbers
 from dataclasses import dataclass
 from typing import Literal, Optional
 
@@ -39,6 +41,20 @@ WdGroups = Literal["matrices", "all"]
 def _check_choice(cls: str, name: str, value, choices) -> None:
     if value not in choices:
         raise ValueError(f"{cls}.{name}={value!r} is not one of {list(choices)}")
+
+
+def check_finite(cfg) -> None:
+    """Every number of a config dataclass, and every number in its tuple fields (betas,
+    lr_milestones), is finite: NaN or infinity is a ValueError naming the field. Each config's
+    ``__post_init__`` calls it before its own checks (a NaN fails every comparison, so those
+    would let it through or stop on it with a message about something else)."""
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        for v in value if isinstance(value, (tuple, list)) else (value,):
+            if isinstance(v, numbers.Real) and not isinstance(v, bool) and not math.isfinite(v):
+                what = "is not" if v is value else f"holds {v!r}, not"
+                raise ValueError(f"{type(cfg).__name__}.{f.name}={value!r} {what} a finite number: "
+                                 f"give a finite value")
 
 
 def _check_positive(cls: str, name: str, value, allow_zero: bool = False) -> None:
@@ -102,6 +118,7 @@ class TransformerConfig:
 
     def __post_init__(self):
         c = "TransformerConfig"
+        check_finite(self)
         for name in ("d_model", "n_layers", "n_heads", "d_ff", "max_len"):
             _check_positive(c, name, getattr(self, name))
         if self.d_model % self.n_heads:
@@ -141,6 +158,7 @@ class ObjectiveConfig:
 
     def __post_init__(self):
         c = "ObjectiveConfig"
+        check_finite(self)
         _check_choice(c, "kind", self.kind, ObjectiveKind.__args__)
         _check_choice(c, "loss", self.loss, LossKind.__args__)
         if self.kind == "masked" and not 0.0 < self.mask_ratio < 1.0:
@@ -327,6 +345,7 @@ class TrainConfig:
 
     def __post_init__(self):
         c = "TrainConfig"
+        check_finite(self)
         for name in ("lr", "batch_size", "epochs", "accum_steps", "eval_every"):
             _check_positive(c, name, getattr(self, name))
         _check_positive(c, "weight_decay", self.weight_decay, allow_zero=True)

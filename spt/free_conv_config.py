@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Optional
 
-from .config import Head, _check_choice, _check_positive
+from .config import Head, _check_choice, _check_positive, check_finite
 
 _POOLINGS = ("mean", "max", "last")
 _NORMS = ("layer", "batch")
@@ -67,6 +67,7 @@ class FreeConvConfig:
 
     def __post_init__(self):
         c = "FreeConvConfig"
+        check_finite(self)
         for name in ("d_model", "n_layers", "max_len", "lr"):
             _check_positive(c, name, getattr(self, name))
         _check_positive(c, "kernel_init_std", self.kernel_init_std, allow_zero=True)

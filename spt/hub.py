@@ -66,8 +66,10 @@ def export_checkpoint(checkpoint, out_dir, *, push_to: Optional[str] = None,
     """Write a training run's best.pt (or its run folder) as a hub folder at `out_dir`.
 
     A pretraining checkpoint becomes a "pretraining" model (backbone + per-position head), a
-    finetuning / scratch one a "classifier". The training stage, epoch and validation metrics go to
-    config.json under "training". push_to : also upload the folder to this hub repo id.
+    finetuning / scratch one a "classifier". The training stage, epoch, validation metrics and the
+    checkpoint's provenance (the code that trained it) go to config.json under "training"; its
+    "provenance" is the code that wrote the folder (as for every save_pretrained). push_to : also
+    upload the folder to this hub repo id.
     trust_remote_code : needed (True) for a checkpoint whose layer class lives outside spt.
     overwrite : replace the files of an existing, non-empty out_dir (else FileExistsError).
     """
@@ -90,7 +92,8 @@ def export_checkpoint(checkpoint, out_dir, *, push_to: Optional[str] = None,
     model.hub_config = {**config, "training": {
         "stage": ckpt.get("stage"), "epoch": ckpt.get("epoch"),
         "val_metrics": ckpt.get("val_metrics"), "train_config": ckpt.get("train_config"),
-        "pretrained_from": ckpt.get("pretrained_from"), "source": ckpt["path"]}}
+        "pretrained_from": ckpt.get("pretrained_from"), "source": ckpt["path"],
+        "provenance": ckpt.get("provenance")}}
     model.save_pretrained(out)
     if push_to:
         model.push_to_hub(push_to, private=private)

@@ -17,7 +17,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Union
 
-from .config import Head, _check_choice
+from .config import Head, _check_choice, check_finite
 
 _POOLINGS = ("mean", "max", "last")
 _POSITIONS = ("none", "sinusoidal", "learned")
@@ -170,6 +170,7 @@ class LayerConfig:
 
     def __post_init__(self):
         c = "LayerConfig"
+        check_finite(self)
         layer = self.layer
         if isinstance(layer, type):
             layer = layer_path(layer)

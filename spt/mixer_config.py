@@ -29,7 +29,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 
-from .config import Head, Pooling, _check_choice
+from .config import Head, Pooling, _check_choice, check_finite
 
 _POSITIONS = ("none", "sinusoidal", "learned")
 
@@ -66,6 +66,7 @@ class MixerConfig:
 
     def __post_init__(self):
         c = type(self).__name__
+        check_finite(self)
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
             if f.type in ("int", int) and (isinstance(v, bool) or not isinstance(v, int)):

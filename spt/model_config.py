@@ -7,7 +7,7 @@ are :data:`MODEL_CONFIG_TYPES`. This module imports the config modules; none of 
 from __future__ import annotations
 
 import dataclasses
-from typing import Union
+from typing import Optional, Union
 
 from .compat import LATER_MODEL_FIELDS, OLD_CONFIG_NAMES, without_later_fields
 from .config import TransformerConfig
@@ -32,17 +32,51 @@ def model_config_to_dict(cfg: ModelConfigType) -> dict:
     return {"type": type(cfg).__name__, **fields}
 
 
-def model_config_from_dict(d: dict) -> ModelConfigType:
+class ModelConfigError(ValueError):
+    """A stored model config this spt cannot rebuild: an unknown type, a field its class does not
+    have, a missing or invalid value. The message names the file (when known) and the fix."""
+
+
+def _written_by(provenance: Optional[dict]) -> str:
+    from .provenance import describe
+
+    return describe(provenance) if provenance else "another spt version"
+
+
+def model_config_from_dict(d: dict, where=None, written_by: Optional[dict] = None) -> ModelConfigType:
     """Inverse of :func:`model_config_to_dict`. A dict with ``"type": "ModelConfig"`` or no
     "type" at all (checkpoints written by earlier versions) is a TransformerConfig; a dict without
-    a field of LATER_MODEL_FIELDS holds its listed value (a dict without "head" has head "mlp")."""
+    a field of LATER_MODEL_FIELDS holds its listed value (a dict without "head" has head "mlp").
+
+    where : the file the dict was read from (a checkpoint, a hub config.json), named by the
+        :class:`ModelConfigError` of a dict this spt cannot rebuild; written_by : that file's
+        provenance record (:mod:`spt.provenance`), to say which spt wrote it.
+    """
+    from . import __version__
+
     d = dict(d)
     name = d.pop("type", "TransformerConfig")
     name = OLD_CONFIG_NAMES.get(name, name)
-    for cls in MODEL_CONFIG_TYPES:
-        if cls.__name__ == name:
-            names = {f.name for f in dataclasses.fields(cls)}
-            later = {k: v for k, v in LATER_MODEL_FIELDS.items() if k in names}
-            return cls(**{**later, **d})
-    raise ValueError(f"checkpoint has a model config of unknown type {name!r}; known: "
-                     f"{[c.__name__ for c in MODEL_CONFIG_TYPES]}")
+    src = f"{where}: its model config" if where is not None else "the model config"
+    by = (f"the file was written by {_written_by(written_by)} or edited by hand, and this is spt "
+          f"{__version__}")
+    cls = next((c for c in MODEL_CONFIG_TYPES if c.__name__ == name), None)
+    if cls is None:
+        raise ModelConfigError(
+            f"{src} has the unknown type {name!r}; known: {[c.__name__ for c in MODEL_CONFIG_TYPES]} "
+            f"({by}). Load it with the spt version that wrote it, or set its \"type\" to one of "
+            f"those")
+    names = {f.name for f in dataclasses.fields(cls) if f.init}
+    stray = sorted(set(d) - names)
+    if stray:
+        raise ModelConfigError(
+            f"{src} ({name}) has the field(s) {stray}, which {name} does not have; its fields: "
+            f"{sorted(names)} ({by}). Load it with the spt version that wrote it, or remove those "
+            f"fields from its model_config")
+    later = {k: v for k, v in LATER_MODEL_FIELDS.items() if k in names}
+    try:
+        return cls(**{**later, **d})
+    except (TypeError, ValueError) as e:  # a required field missing, a value out of range
+        if where is None:
+            raise
+        raise ModelConfigError(f"{src} ({name}) cannot be built: {e}") from None

@@ -1,7 +1,9 @@
 """Which code made a file: spt's version and git commit, torch, the device, the host and the date.
 
-Every result file (:func:`spt.results.write_result`, ``attrs["provenance"]``) and every checkpoint
-(:func:`spt.train.checkpoint.atomic_save`, key ``"provenance"``) records :func:`current_provenance`.
+Every result file (:func:`spt.results.write_result`, ``attrs["provenance"]``), every checkpoint
+(:func:`spt.train.checkpoint.atomic_save`, key ``"provenance"``) and every hub folder (its
+config.json's ``"provenance"`` and model card: :mod:`spt.models.hub_mixin`; an exported checkpoint's
+own under ``"training"``) records :func:`current_provenance`.
 It is information about a file, never part of what a result *is*: a study cell is known by its
 configuration alone, so a cell made by another spt version is still that cell.
 

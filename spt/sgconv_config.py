@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
-from .config import Head, _check_choice
+from .config import Head, _check_choice, check_finite
 
 _POOLINGS = ("mean", "max", "last")
 _NORMS = ("layer", "batch")
@@ -56,6 +56,7 @@ class SGConvConfig:
 
     def __post_init__(self):
         c = "SGConvConfig"
+        check_finite(self)
         for name in ("d_model", "n_layers", "kernel_dim", "max_len", "lr"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{c}.{name} must be > 0, got {getattr(self, name)!r}")

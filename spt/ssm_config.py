@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Literal, Optional, Union
 
-from .config import Head, Pooling, _check_choice, _check_positive
+from .config import Head, Pooling, _check_choice, _check_positive, check_finite
 
 SSMKind = Literal["s4", "s4d", "dlr"]
 SSMNorm = Literal["layer", "batch"]
@@ -116,6 +116,7 @@ class SSMConfig:
 
     def __post_init__(self):
         c = "SSMConfig"
+        check_finite(self)
         _check_choice(c, "kind", self.kind, SSMKind.__args__)
         for name in ("d_model", "n_layers", "d_state", "max_len", "dt_max", "random_std"):
             _check_positive(c, name, getattr(self, name))

@@ -5,6 +5,7 @@ Sections: files that could run code (crafted pickles on every load path, layer c
 file), damaged checkpoints.
 """
 import json
+import math
 import os
 import re
 import shutil
@@ -582,20 +583,46 @@ except Exception as e:
 cli = subprocess.run([sys.executable, "-m", "spt.cli", "study", "run", "03_explicit_priors",
                       "--out", str(mnt / "cli")], capture_output=True, text=True)
 print("CLI", cli.returncode, "|", cli.stderr.strip().replace("\\n", " // "))
+grid = Path(sys.argv[2])
+batch = subprocess.run([sys.executable, "-m", "spt.cli", "study", "batch", "03_explicit_priors",
+                        "--grid", str(grid), "--out", str(mnt / "batch")], capture_output=True,
+                       text=True)
+print("BATCH", batch.returncode, "|", batch.stderr.strip().replace("\\n", " // "))
 '''
 
 
 def test_a_read_only_folder_is_one_line_before_any_work(tmp_path):
     (tmp_path / "mnt").mkdir()
-    done = _in_own_mount_namespace(READ_ONLY, tmp_path / "mnt")
+    (tmp_path / "grid.yaml").write_text("fixed: {tasks: [listops]}\ngrid: {seeds: [[0]]}\n")
+    done = _in_own_mount_namespace(READ_ONLY, tmp_path / "mnt", tmp_path / "grid.yaml")
     assert done.returncode == 0, done.stderr[-3000:]
     lines = dict(line.split(" ", 1) for line in done.stdout.splitlines()
-                 if line.split(" ", 1)[0] in ("READ", "ERROR", "CLI"))
+                 if line.split(" ", 1)[0] in ("READ", "ERROR", "CLI", "BATCH"))
     assert lines["READ"] == "2"
     assert lines["ERROR"].startswith("NotWritableError | cannot write "), lines["ERROR"]
     assert "not writable (Read-only file system)" in lines["ERROR"]
-    rc, err = lines["CLI"].split(" | ")
-    assert rc == "1" and " // " not in err and "Read-only file system" in err, err
+    for cli in ("CLI", "BATCH"):  # spt study run and spt study batch alike
+        rc, err = lines[cli].split(" | ")
+        assert rc == "1" and " // " not in err and "Read-only file system" in err, err
+        assert err.startswith("spt study: error: cannot write ") and "choose another output" in err
+
+
+def test_a_file_as_out_is_one_line_saying_out_must_be_a_folder(tmp_path, capsys):
+    from spt.cli import main
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("fixed: {tasks: [listops]}\ngrid: {seeds: [[0]]}\n")
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine")
+    batch = ["study", "batch", "03_explicit_priors", "--grid", str(grid), "--out"]
+    for argv in (["study", "run", "03_explicit_priors", "--out", str(notes)],
+                 batch + [str(notes)], batch + [str(notes / "under")],
+                 batch + [str(notes), "--slurm", "--local"]):
+        rc = main(argv)
+        err = capsys.readouterr().err
+        assert rc == 2 and err == (f"spt study: error: --out must be a folder, and {notes} is a "
+                                   f"file: name a folder (it is created if missing)\n"), (argv, err)
+    assert notes.read_text() == "mine" and sorted(p.name for p in tmp_path.iterdir()) == \
+        ["grid.yaml", "notes.txt"]
 
 
 # ------------------------------------------------------------- Ctrl-C and a dead kernel
@@ -672,3 +699,79 @@ def test_the_smoke_data_says_once_why_it_is_written(tmp_path, capsys):
     smoke_data_root(tmp_path / "smoke")
     said = [s for s in capsys.readouterr().err.splitlines() if s.startswith("spt: writing")]
     assert len(said) == 1 and "shared by every smoke study, whichever tasks it uses" in said[0]
+
+
+# ------------------------------------------------------------- non-finite values
+
+def _every_config():
+    """One valid instance of every config class a run or a checkpoint holds."""
+    from spt.free_conv_config import FreeConvConfig
+    from spt.mixer_config import MIXER_CONFIGS
+    from spt.sgconv_config import SGConvConfig
+    from spt.ssm_config import SSMConfig
+    return [TransformerConfig(), ObjectiveConfig(), TrainConfig(), SSMConfig(), SGConvConfig(),
+            FreeConvConfig(), LayerConfig("spt.models.layer_template:DecayMix"),
+            *(cls() for cls in MIXER_CONFIGS)]
+
+
+def test_every_numeric_config_field_refuses_nan_and_infinity():
+    import dataclasses
+    checked = 0
+    for cfg in _every_config():
+        for f in dataclasses.fields(cfg):
+            kind = str(f.type)
+            if not ("int" in kind or "float" in kind) or "bool" in kind:
+                continue
+            for bad in (float("nan"), float("inf"), -float("inf")):
+                with pytest.raises(ValueError) as err:
+                    replace(cfg, **{f.name: bad})
+                assert str(err.value) == (f"{type(cfg).__name__}.{f.name}={bad!r} is not a finite "
+                                          f"number: give a finite value"), str(err.value)
+            checked += 1
+    assert checked > 80  # every class's numbers, not a few
+    with pytest.raises(ValueError, match=r"TrainConfig.betas=\(0.9, nan\) holds nan, not a finite"):
+        TrainConfig(betas=(0.9, float("nan")))
+    for cfg in _every_config():  # the valid ones still build, and store as they did
+        assert replace(cfg) == cfg
+
+
+def _with_nan(task, split: str, index: int):
+    """A copy of `task` whose `split` example `index` holds a NaN input."""
+    from spt.data.digits import TensorSequenceDataset
+    from spt.data.task import Task
+    data = getattr(task, split)
+    inputs = data.inputs.clone()
+    inputs[index, 5, 0] = float("nan")
+    return Task(**{**task.__dict__, split: TensorSequenceDataset(inputs, data.labels)})
+
+
+@pytest.mark.parametrize("split, index", [("test", 5), ("val", 0), ("train", 11)])
+def test_a_non_finite_input_is_named_before_it_reaches_a_loss(task, split, index, tmp_path):
+    from spt.train import NonFiniteInputError, train_from_scratch
+    out = tmp_path / "run"
+    with pytest.raises(NonFiniteInputError) as err:
+        train_from_scratch(_with_nan(task, split, index), TINY, TC, out)
+    said = str(err.value)
+    assert said.startswith(f"example {index} of the {split} split (its dataset[{index}]) holds "
+                           f"NaN or infinity in its inputs: fix or drop that example"), said
+    assert "\n" not in said and "lr" not in said  # the data, not the learning rate
+    # what the run wrote before it met the example is kept: with the data fixed, the finished
+    # training resumes to its test without a step more
+    kept = {"test": {"best.pt", "last.pt"}, "val": set(), "train": set()}[split]
+    assert {p.name for p in out.glob("*.pt")} == kept
+    if kept:
+        before = (out / "best.pt").read_bytes()
+        again = train_from_scratch(task, TINY, TC, out, resume=True)
+        assert again.steps == 1 and (out / "best.pt").read_bytes() == before
+        assert all(math.isfinite(v) for v in again.test_metrics.values())
+
+
+def test_the_batch_check_names_a_label_and_passes_large_finite_values():
+    from spt.train.passes import NonFiniteInputError, check_finite_inputs
+    batch = {"inputs": torch.full((4, 8, 1), 3e38), "label": torch.zeros(4),
+             "valid": torch.ones(4, 8, dtype=torch.bool)}
+    check_finite_inputs(batch, [3, 4, 5, 6], "train")  # its sum overflows; every value is finite
+    batch["label"][2] = -float("inf")
+    with pytest.raises(NonFiniteInputError, match=r"^example 5 of the val split \(its dataset\[5\]\) "
+                                                  r"holds NaN or infinity in its label: "):
+        check_finite_inputs(batch, [3, 4, 5, 6], "val")

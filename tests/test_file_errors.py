@@ -204,3 +204,55 @@ def test_tiny_lm_folder_follows_the_umask(tmp_path, umask):
     out = train_tiny_text_lm(tmp_path / "lm", cfg, corpus=[b"a tiny corpus of plain text. " * 4])
     assert (out / "config.json").is_file() and (out / "tokenizer.json").is_file()
     assert _mode(out) == 0o755 and [p.name for p in tmp_path.iterdir()] == ["lm"]
+
+
+# ------------------------------------------------------------------------- model configs spt lacks
+
+def _stored_configs():
+    """(what the error names, a stored model config this spt cannot build): an unknown type, and
+    a field its class lacks (MambaConfig's `mixer` is a class attribute, never a stored field)."""
+    from spt.mixer_config import MambaConfig
+    from spt.model_config import model_config_to_dict
+    return [("the unknown type 'RWKVConfig'", {"type": "RWKVConfig", "d_model": 8}),
+            ("(MambaConfig) has the field(s) ['mixer'], which MambaConfig does not have",
+             {**model_config_to_dict(MambaConfig(d_model=8)), "mixer": "mamba"})]
+
+
+@pytest.mark.parametrize("says, stored", _stored_configs(), ids=["type", "field"])
+def test_a_checkpoint_whose_model_config_spt_lacks_names_the_file_and_the_fix(tmp_path, says,
+                                                                              stored):
+    from spt.model_config import ModelConfigError
+    from spt.provenance import current_provenance, describe
+    path = tmp_path / "run" / "best.pt"
+    atomic_save({"format": FORMAT, "stage": "pretrain", "model_config": stored,
+                 "spec": SPEC.__dict__, "model": {}}, path)
+    before = path.read_bytes()
+    with pytest.raises(ModelConfigError) as err:
+        load_checkpoint(path.parent)  # what finetune(), export_checkpoint() and the probes read
+    said = str(err.value)
+    assert said.startswith(f"{path}: its model config ") and says in said, said
+    assert f"the file was written by {describe(current_provenance())} or edited by hand" in said
+    assert "Load it with the spt version that wrote it" in said and "\n" not in said
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize("says, stored", _stored_configs(), ids=["type", "field"])
+def test_a_hub_folder_whose_model_config_spt_lacks_names_its_config_json(tmp_path, says, stored):
+    import json
+
+    from spt.model_config import ModelConfigError
+    folder = tmp_path / "m"
+    classifier_model(TINY, SPEC).save_pretrained(folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "model_config": stored}))
+    for load in (SequenceModel.from_pretrained, hub.load_checkpoint):
+        with pytest.raises(ModelConfigError) as err:
+            load(folder)
+        said = str(err.value)
+        assert said.startswith(f"{folder}/config.json: its model config ") and says in said, said
+        assert "Load it with the spt version that wrote it" in said and "\n" not in said
+    old = json.loads((folder / "config.json").read_text())
+    old.pop("provenance")  # a folder written before spt recorded provenance
+    (folder / "config.json").write_text(json.dumps(old))
+    with pytest.raises(ModelConfigError, match="written by another spt version or edited by hand"):
+        hub.load_model(folder)

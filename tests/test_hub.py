@@ -124,6 +124,29 @@ def test_export_best_pt_and_load_it_back(tmp_path):
         assert torch.equal(v, pt.model.backbone.state_dict()[k].cpu()), k
 
 
+def test_a_hub_folder_records_the_code_that_wrote_it_and_trained_it(tmp_path):
+    import spt
+    from spt.provenance import commit, describe
+    from spt.train.checkpoint import read_checkpoint
+
+    task, pt, folder = _pretrained_hub_folder(tmp_path)
+    saved = json.loads((folder / "config.json").read_text())
+    assert saved["provenance"]["spt"] == spt.__version__ and saved["provenance"]["commit"] == commit()
+    assert saved["provenance"]["torch"] == torch.__version__ and saved["provenance"]["date"]
+    trained = read_checkpoint(pt.best_checkpoint)["provenance"]
+    assert saved["training"]["provenance"] == trained
+    card = (folder / "README.md").read_text()
+    assert f"trained with {describe(trained)}" in card
+    assert f"- saved with {describe(saved['provenance'])}, torch {torch.__version__}, on " in card
+    # a model saved from Python records it too; loaded and saved again, the new writer's
+    model = hub.load_model(folder)
+    model.save_pretrained(tmp_path / "again")
+    again = json.loads((tmp_path / "again" / "config.json").read_text())
+    assert again["provenance"]["spt"] == spt.__version__
+    assert again["training"] == saved["training"] and again["model_config"] == saved["model_config"]
+    assert f"saved with {describe(again['provenance'])}" in (tmp_path / "again" / "README.md").read_text()
+
+
 def test_finetune_takes_hub_folder_or_loaded_checkpoint(tmp_path):
     """finetune(task, hub folder | spt.hub.load_checkpoint(...)) — needs spt.train.checkpoint.
     load_checkpoint to accept a dict and a hub folder / repo id (see spt.hub's docstring)."""

@@ -250,7 +250,9 @@ def spt_profiles(checkpoint, inputs: Optional[torch.Tensor] = None, L: Optional[
     from ..train.checkpoint import load_backbone, load_checkpoint
 
     ckpt = load_checkpoint(checkpoint, trust_remote_code=trust_remote_code)
-    cfg, spec = model_config_from_dict(ckpt["model_config"]), TaskSpec(**ckpt["spec"])
+    cfg = model_config_from_dict(ckpt["model_config"], where=ckpt.get("path"),
+                                 written_by=ckpt.get("provenance"))
+    spec = TaskSpec(**ckpt["spec"])
     L = int(inputs.shape[1]) if inputs is not None else (L or min(spec.seq_len, 1024))
 
     def build():

@@ -2,10 +2,11 @@
 that gives a model ``save_pretrained`` / ``from_pretrained`` / ``push_to_hub``.
 
 A hub folder holds ``config.json`` (how to rebuild the model: its TransformerConfig / SSMConfig, the
-TaskSpec, the head kind and, for pretraining models, the ObjectiveConfig), ``model.safetensors``
-(the state dict) and ``README.md`` (a model card). :class:`HubMixin` is huggingface_hub's
-``PyTorchModelHubMixin`` with spt's config.json; the model class it is mixed into
-(:class:`spt.models.model.SequenceModel`) says how to build itself from that config. Moving
+TaskSpec, the head kind and, for pretraining models, the ObjectiveConfig; under "provenance" the
+code that wrote the folder, :func:`spt.provenance.current_provenance`), ``model.safetensors`` (the
+state dict) and ``README.md`` (a model card, which says that provenance too). :class:`HubMixin`
+is huggingface_hub's ``PyTorchModelHubMixin`` with spt's config.json; the model class it is mixed
+into (:class:`spt.models.model.SequenceModel`) says how to build itself from that config. Moving
 training checkpoints to and from this layout is :mod:`spt.hub`'s.
 """
 from __future__ import annotations
@@ -23,7 +24,8 @@ from ..atomic import DamagedFileError, atomic_write
 from ..config import ObjectiveConfig, to_dict
 from ..data.task import TaskSpec
 from ..layer_config import check_layer_trusted
-from ..model_config import model_config_to_dict
+from ..model_config import model_config_from_dict, model_config_to_dict
+from ..provenance import current_provenance, describe
 
 HUB_FORMAT = "spt-hub-v1"
 CONFIG_NAME = "config.json"
@@ -68,6 +70,9 @@ def check_config(config: Optional[dict], where: str) -> dict:
     if config["kind"] not in KINDS:
         raise NotAnSptCheckpoint(f"{where}/{CONFIG_NAME}: kind={config['kind']!r} is not one of "
                                  f"{KINDS}")
+    # a model config this spt cannot rebuild is named here, with the file, before anything is built
+    model_config_from_dict(config["model_config"], where=f"{where}/{CONFIG_NAME}",
+                           written_by=config.get("provenance"))
     return config
 
 
@@ -87,7 +92,13 @@ def model_card_text(config: Optional[dict]) -> str:
         train = config.get("training")
         if train:
             lines.append(f"- training: stage {train.get('stage')!r}, epoch {train.get('epoch')}, "
-                         f"validation {json.dumps(train.get('val_metrics'))}")
+                         f"validation {json.dumps(train.get('val_metrics'))}"
+                         + (f", trained with {describe(train['provenance'])}"
+                            if train.get("provenance") else ""))
+        saved = config.get("provenance")
+        if saved:
+            lines.append(f"- saved with {describe(saved)}, torch {saved.get('torch')}, on "
+                         f"{saved.get('date')}")
     lines += ["", "Load it with", "", "```python",
               "from spt.models.model import SequenceModel",
               "model = SequenceModel.from_pretrained(REPO_OR_FOLDER)",
@@ -189,9 +200,12 @@ class HubMixin(PyTorchModelHubMixin, library_name="spt", tags=list(TAGS), paper_
             raise ValueError(f"this {type(self).__name__} has no hub_config, so it could not be "
                              f"rebuilt from a saved folder: build it with classifier_model() / "
                              f"pretraining_model() or load it with SequenceModel.from_pretrained()")
-        (Path(save_directory) / CONFIG_NAME).write_text(
-            json.dumps(self.hub_config, sort_keys=True, indent=2))
+        # the code that writes the folder, recorded as results files and checkpoints record it
+        config = {**self.hub_config, "provenance": current_provenance()}
+        (Path(save_directory) / CONFIG_NAME).write_text(json.dumps(config, sort_keys=True, indent=2))
         save_weights(self, save_directory)  # safetensors itself writes 0600: honour the umask
+        # the card of this config (huggingface_hub writes a README.md only where there is none)
+        (Path(save_directory) / "README.md").write_text(model_card_text(config))
 
     @classmethod
     def _from_pretrained(cls, *, model_id: str, revision, cache_dir, force_download,

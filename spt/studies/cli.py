@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import contextmanager
 from typing import Optional
 
-from ..atomic import DiskFullError, NotWritableError
+from ..atomic import DiskFullError, NotAFolderError, NotWritableError
 from .output import stream_notebook_output
 
 
@@ -62,6 +63,16 @@ def _models(specs: list) -> dict:
     return out
 
 
+@contextmanager
+def _out_is_a_folder():
+    """A file given as --out (or lying above it) refused as the usage error it is."""
+    try:
+        yield
+    except NotAFolderError as e:
+        raise ValueError(f"--out must be a folder, and {e.path} is a file: name a folder (it is "
+                         f"created if missing)") from None
+
+
 def cmd_run(args) -> int:
     from .registry import notebook_study
     from .runner import notebook_parameters, run_study, study_notebook
@@ -74,9 +85,10 @@ def cmd_run(args) -> int:
                              f"{TAKES_MODEL_TOO})")
         params["models"] = {**(params.get("models") or {}), **_models(args.model)}
     preset = args.preset or ("smoke" if notebook_study(nb) is not None else None)
-    out = run_study(args.name, args.out, preset=preset, parameters=params,
-                    nb_dir=args.notebooks, log_output=stream_notebook_output(args.quiet),
-                    progress=False)
+    with _out_is_a_folder():
+        out = run_study(args.name, args.out, preset=preset, parameters=params,
+                        nb_dir=args.notebooks, log_output=stream_notebook_output(args.quiet),
+                        progress=False)
     stem = nb.stem
     print(f"executed notebook: {out}" + ("" if out.stem == stem else
           f" (another run was writing {out.with_name(stem + '.ipynb')})"))
@@ -88,10 +100,11 @@ def cmd_run(args) -> int:
 
 def cmd_batch(args) -> int:
     from .runner import parse_shard, read_grid, run_batch
-    if args.slurm is not None or args.print_sbatch:
-        return _submit(args)
-    status = run_batch(args.name, read_grid(args.grid), args.out, shard=parse_shard(args.shard),
-                       nb_dir=args.notebooks, log_output=stream_notebook_output(args.quiet))
+    with _out_is_a_folder():
+        if args.slurm is not None or args.print_sbatch:
+            return _submit(args)
+        status = run_batch(args.name, read_grid(args.grid), args.out, shard=parse_shard(args.shard),
+                           nb_dir=args.notebooks, log_output=stream_notebook_output(args.quiet))
     failed = [c for c, s in status.items() if s.startswith("failed")]
     print(f"{len(status)} batch runs: {len(status) - len(failed)} ok, {len(failed)} failed")
     return 1 if failed else 0

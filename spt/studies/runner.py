@@ -239,7 +239,7 @@ def run_batch(name: str, spec: dict, out_dir, *, shard: tuple[int, int] = (0, 1)
         check_parameters(nb, {**params, "out_dir": ""})
     i, n = shard
     mine = [r for k, r in enumerate(runs) if k % n == i]
-    out_dir = Path(out_dir)
+    out_dir = writable_dir(out_dir)  # a read-only folder or a file fails here, before any run
     status = {}
     log(f"{nb.stem}: {len(runs)} batch runs, shard {i}/{n} runs {len(mine)}")
     for run, params in mine:

@@ -26,8 +26,10 @@ from __future__ import annotations
 import math
 import os
 import re
+import shlex
 import signal
 import sys
+import unicodedata
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -86,13 +88,49 @@ def _memory_gb(text) -> int:
     return max(1, math.ceil(float(m.group(1)) * scale))
 
 
+def _control_characters(text: str) -> list:
+    """The characters of `text` that break a line or control a terminal (Unicode Cc, Zl, Zp)."""
+    return [c for c in text if unicodedata.category(c) in ("Cc", "Zl", "Zp")]
+
+
+def _log_folder(out_dir) -> Path:
+    """OUT/slurm, where the tasks write their logs: its path goes into the sbatch directives too,
+    so it may not hold a control character either."""
+    control = _control_characters(str(Path(out_dir).resolve()))
+    if control:
+        raise SlurmOptionError(f"--out {str(out_dir)!r} holds the control character "
+                               f"{control[0]!r}, which would end an sbatch directive (the logs go "
+                               f"under it): name a folder without one")
+    return Path(out_dir) / "slurm"
+
+
+def _check_characters(name: str, value) -> None:
+    """Refuse what a value cannot carry into an sbatch directive. submitit writes each option as
+    ``#SBATCH --name=<value>`` with the value shell-quoted (shlex.quote), and sbatch reads those
+    quotes; but it reads the script line by line, so a line break (or any control character)
+    would end the directive and start another line (a second ``#SBATCH`` directive, or a shell
+    command), and it reads a backslash as an escape even inside quotes, dropping it."""
+    text = str(value)
+    control = _control_characters(text)
+    if control:
+        raise SlurmOptionError(f"--slurm {name}={text!r} holds the control character "
+                               f"{control[0]!r}: sbatch reads its script line by line, so it "
+                               f"would end the directive. Write it on one line, without control "
+                               f"characters ({OPTIONS[name][2]})")
+    if "\\" in text:
+        raise SlurmOptionError(f"--slurm {name}={text!r} holds a backslash, which sbatch reads as "
+                               f"an escape and drops; use {OPTIONS[name][2]}")
+
+
 def slurm_options(given: dict) -> dict:
     """spt's SLURM options (name -> value, as given on the command line or in YAML), checked and
-    converted: {option: value}. Unknown names and malformed values are a SlurmOptionError."""
+    converted: {option: value}. Unknown names, malformed values and characters that an sbatch
+    directive cannot carry (:func:`_check_characters`) are a SlurmOptionError naming the option."""
     out = {}
     for name, value in given.items():
         if name not in OPTIONS:
             raise SlurmOptionError(f"unknown --slurm option {name!r}; options: {', '.join(OPTIONS)}")
+        _check_characters(name, value)
         _, kind, says = OPTIONS[name]
         if kind == "count":
             try:
@@ -138,7 +176,7 @@ def executor(out_dir, options: dict, cluster: Optional[str] = "slurm"):
     except ImportError:
         raise ImportError("spt study batch --slurm needs submitit: pip install 'spt[slurm]'") from None
     try:
-        ex = submitit.AutoExecutor(folder=Path(out_dir) / "slurm", cluster=cluster)
+        ex = submitit.AutoExecutor(folder=_log_folder(out_dir), cluster=cluster)
     except RuntimeError as e:  # submitit: 'Could not detect "srun"'
         raise NoSlurm(f"cannot submit to SLURM from this machine ({e}); run the command on the "
                       f"cluster's login node, or add --local to try the array here") from None
@@ -166,8 +204,9 @@ def sbatch_script(out_dir, options: dict, n_tasks: int = 1) -> str:
             kw[theirs] = params.pop(ours)
     if "mem_gb" in params:
         kw["mem"] = f"{params.pop('mem_gb')}GB"
-    folder = Path(out_dir).resolve() / "slurm"
-    return _make_sbatch_string(command=f"{sys.executable} -u -m submitit.core._submit {folder}",
+    folder = _log_folder(out_dir).resolve()
+    command = f"{shlex.quote(sys.executable)} -u -m submitit.core._submit {shlex.quote(str(folder))}"
+    return _make_sbatch_string(command=command,
                                folder=folder, job_name="spt", map_count=n_tasks, **kw)
 
 
@@ -244,6 +283,7 @@ def submit_batch(study: str, spec: dict, out_dir, options: dict, *, nb_dir=None,
                  cluster: Optional[str] = "slurm", log=print) -> list:
     """Check every batch run's parameters, then submit the batch as one job array; returns
     submitit's jobs (one per task)."""
+    from ..atomic import writable_dir
     from .notebooks import study_notebook
     from .parameters import check_parameters
     from .runner import batch_runs
@@ -253,6 +293,8 @@ def submit_batch(study: str, spec: dict, out_dir, options: dict, *, nb_dir=None,
     for _, params in runs:  # the GPUs are the compute nodes': a login node has none
         check_parameters(nb, {**params, "out_dir": ""}, runs_here=cluster != "slurm")
     n = min(options.get("tasks", len(runs)), len(runs))
+    _log_folder(out_dir)  # refused before anything is made
+    writable_dir(out_dir)  # the tasks, their logs and results go there: fail now, not on a node
     ex = executor(out_dir, options, cluster)
     jobs = ex.map_array(BatchTask(nb.stem, spec, str(Path(out_dir).resolve()), n, nb_dir),
                         range(n))

@@ -18,6 +18,7 @@ import torch
 
 from ..atomic import DamagedFileError, atomic_write
 from ..layer_config import check_layer_trusted
+from ..model_config import model_config_from_dict
 from ..models.hub_mixin import NotAnSptCheckpoint
 from ..provenance import current_provenance
 
@@ -165,6 +166,8 @@ def load_checkpoint(path, *, trust_remote_code: bool = False, **hub_kw) -> dict:
     if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
         raise ValueError(f"{path} is not an spt checkpoint (expected format {FORMAT!r})")
     check_layer_trusted(ckpt.get("model_config"), path, trust_remote_code)
+    if "model_config" in ckpt:  # one this spt cannot rebuild is named here, with the file
+        model_config_from_dict(ckpt["model_config"], where=path, written_by=ckpt.get("provenance"))
     ckpt["path"] = str(path)
     return ckpt
 

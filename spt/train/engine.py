@@ -54,7 +54,7 @@ from .curves import Curves, grad_norm
 from .graphs import GraphedStep, use_graphs
 from .observers import current_observer, observe, timestamp  # noqa: F401  (observe: public here)
 from .optim import apply_now, build_optimizer, build_scheduler, param_groups, plateau_state, plateau_update
-from .passes import autocast, epoch_batches, evaluate, loader  # noqa: F401  (epoch_batches: public here)
+from .passes import autocast, check_finite_inputs, epoch_batches, evaluate, loader  # noqa: F401  (epoch_batches: public here)
 from .passes import to_device as _to
 from .run_state import RunState
 
@@ -356,7 +356,8 @@ class _Run:
             train = augmented(train, self.task.spec, cfg.seed, epoch)
         items = self.objective.epoch_data(train, cfg.seed, epoch)  # masks: (seed, epoch, index)
         batches = loader(items, [ix for ix, _ in parts], cfg, self.device, cfg.seed * 100_003 + epoch)
-        for batch, (_, w) in zip(batches, parts):
+        for batch, (ix, w) in zip(batches, parts):
+            check_finite_inputs(batch, ix, "train")
             micro = bool((s.batch + 1) % cfg.accum_steps) and s.batch + 1 < self.batches_per_epoch
             loss = self.accumulate(batch, w, micro, totals)
             s.batch += 1
@@ -509,9 +510,11 @@ class _Run:
     def evaluate_split(self, split: str) -> dict:
         dataset = getattr(self.task, split)
         if self.observer is None:
-            return evaluate(self.model, self.objective, dataset, self.cfg, self.device, env=self.env)
+            return evaluate(self.model, self.objective, dataset, self.cfg, self.device, env=self.env,
+                            split=split)
         start = timestamp(self.device)
-        metrics = evaluate(self.model, self.objective, dataset, self.cfg, self.device, env=self.env)
+        metrics = evaluate(self.model, self.objective, dataset, self.cfg, self.device, env=self.env,
+                           split=split)
         self.observer({"kind": "eval", "stage": self.stage, "split": split,
                        "examples": len(dataset), "seconds": timestamp(self.device) - start})
         return metrics

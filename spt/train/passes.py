@@ -23,6 +23,36 @@ def _loader_generator(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
+class NonFiniteInputError(ValueError):
+    """An example of a dataset holds NaN or infinity in its inputs or its label."""
+
+
+def check_finite_inputs(batch: dict, indices, split: str) -> None:
+    """Refuse a collated batch whose float inputs or labels hold NaN or infinity, naming the split
+    and the example's index (its position in the split's dataset), before any of it reaches a
+    model or a loss. indices : the dataset positions of the batch's rows, in order.
+
+    Checked on the CPU copy only (the DataLoader's output, before :func:`to_device`): no device
+    sync. Token inputs (integers) and tensors a dataset already put on a device are not checked."""
+    for key, what in (("inputs", "inputs"), ("inputs2", "second document"), ("label", "label")):
+        v = batch.get(key)
+        if v is None or not v.is_floating_point() or v.device.type != "cpu":
+            continue
+        # a NaN or infinity makes the sum non-finite: one cheap reduction for the common case
+        # (a sum that overflows only sends the batch to the exact test below)
+        if bool(torch.isfinite(v.sum())):
+            continue
+        finite = torch.isfinite(v)
+        if bool(finite.all()):
+            continue
+        row = int((~finite).reshape(len(v), -1).any(1).nonzero()[0])
+        raise NonFiniteInputError(
+            f"example {indices[row]} of the {split} split (its dataset[{indices[row]}]) holds NaN "
+            f"or infinity in its {what}: fix or drop that example in the data (training and "
+            f"evaluation need finite numbers); stopped before it reached the model, and nothing "
+            f"written so far was changed")
+
+
 def to_device(batch: dict, device) -> dict:
     """Move a collated batch to `device`. A batch without padding gets ``valid=None``, decided here
     once per batch on the CPU copy (no device sync): attention then takes its no-mask fast path
@@ -51,8 +81,9 @@ def loader(dataset, batches: list[list[int]], cfg: TrainConfig, device, seed: in
 
 @torch.no_grad()
 def evaluate(model, objective, dataset, cfg: TrainConfig, device=None, seed: int = 12345,
-             env: D.DistEnv = D.SINGLE) -> dict:
-    """Metrics of `model` on `dataset` (deterministic: fixed masking seed, no dropout).
+             env: D.DistEnv = D.SINGLE, split: str = "evaluated") -> dict:
+    """Metrics of `model` on `dataset` (deterministic: fixed masking seed, no dropout). split :
+    the dataset's name in the error for a non-finite example (:func:`check_finite_inputs`).
 
     Under torchrun each rank evaluates a contiguous part and the summed statistics are
     all-reduced, so every rank returns the same metrics.
@@ -68,7 +99,8 @@ def evaluate(model, objective, dataset, cfg: TrainConfig, device=None, seed: int
     batches = loader(items, [ix for ix, _ in parts], cfg, device, seed)
     gen = torch.Generator(device=device).manual_seed(seed + 7919 * env.rank)
     totals: dict = {}
-    for batch, (_, w) in zip(batches, parts):
+    for batch, (ix, w) in zip(batches, parts):
+        check_finite_inputs(batch, ix, split)
         with autocast(device, cfg):
             _, stats = objective.step(model, to_device(batch, device), gen)
         for k, v in stats.items():

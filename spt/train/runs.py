@@ -99,7 +99,8 @@ def finetune(task: Task, checkpoint, train_cfg: TrainConfig, out_dir, *,
     The finetuning checkpoints store the model config with these overrides applied.
     """
     ckpt = load_checkpoint(checkpoint, trust_remote_code=trust_remote_code)
-    model_cfg = model_config_from_dict(ckpt["model_config"])
+    model_cfg = model_config_from_dict(ckpt["model_config"], where=ckpt.get("path"),
+                                       written_by=ckpt.get("provenance"))
     if pooling is not None:
         model_cfg = replace(model_cfg, pooling=pooling)
     if head is not None:

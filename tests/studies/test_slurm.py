@@ -98,6 +98,49 @@ def test_the_sbatch_script_for_given_options(tmp_path):
     assert p.returncode == 2 and p.stderr.startswith("spt study: error: --slurm time='soon'")
 
 
+@pytest.mark.parametrize("name", ["partition", "account", "qos", "constraint", "time", "mem",
+                                  "gpus_per_node", "tasks"])
+@pytest.mark.parametrize("bad", ["lab\n#SBATCH --qos=high", "1\nrm -rf ~", "1\r", "1\x00",
+                                 "1\u2028"], ids=["directive", "shell", "cr", "nul", "ls"])
+def test_no_option_carries_a_line_break_into_the_sbatch_script(name, bad):
+    with pytest.raises(SlurmOptionError) as err:
+        slurm_options({name: bad})
+    said = str(err.value)
+    assert said.startswith(f"--slurm {name}={bad!r} holds the control character ")
+    assert "Write it on one line, without control characters" in said and "\n" not in said
+
+
+def test_values_are_quoted_in_the_sbatch_directives(tmp_path):
+    out = tmp_path / "my runs"  # a space in the folder: the printed command quotes it too
+    text = sbatch_script(out, slurm_options({
+        "account": "lab #1", "constraint": "a100&(ib|eth)", "qos": "it's"}), n_tasks=2)
+    lines = text.splitlines()
+    for want in ("#SBATCH --account='lab #1'", "#SBATCH --constraint='a100&(ib|eth)'",
+                 "#SBATCH --qos='it'\"'\"'s'", f"#SBATCH --output='{out}/slurm/%A_%a_0_log.out'"):
+        assert want in lines, (want, text)
+    assert lines[-1].endswith(f"submitit.core._submit '{out}/slurm'"), lines[-1]
+    with pytest.raises(SlurmOptionError, match=r"account='a\\\\b' holds a backslash"):
+        slurm_options({"account": "a\\b"})
+    with pytest.raises(SlurmOptionError, match="--out .* holds the control character"):
+        sbatch_script(tmp_path / "a\nb", {}, 1)
+
+
+def test_a_grid_file_smuggling_a_directive_is_one_line_and_submits_nothing(tmp_path, capsys):
+    from spt.cli import main
+    grid = tmp_path / "grid.yaml"
+    grid.write_text('fixed: {tasks: [listops]}\ngrid: {seeds: [[0]]}\n'
+                    'slurm: {account: "lab\\n#SBATCH --qos=high", time: 10}\n')
+    for extra in (["--slurm", "--local"], ["--print-sbatch"]):
+        rc = main(["study", "batch", STUDY, "--grid", str(grid), "--out", str(tmp_path / "out")]
+                  + extra)
+        captured = capsys.readouterr()
+        assert rc == 2 and captured.out == "" and captured.err == (
+            "spt study: error: --slurm account='lab\\n#SBATCH --qos=high' holds the control "
+            "character '\\n': sbatch reads its script line by line, so it would end the "
+            "directive. Write it on one line, without control characters (an account name)\n")
+    assert not (tmp_path / "out").exists()
+
+
 def test_shard_auto_reads_the_array_task():
     assert shard_from_env({"SLURM_ARRAY_TASK_ID": "3", "SLURM_ARRAY_TASK_COUNT": "8"}) == (3, 8)
     with pytest.raises(ValueError, match="SLURM_ARRAY_TASK_ID"):
