@@ -86,3 +86,20 @@ def test_gpu_report_reads_the_targets_off_the_csvs(tmp_path):
 def test_gpu_report_refuses_an_unknown_section(tmp_path):
     with pytest.raises(SystemExit, match="no section"):
         gpu_report.main(["--out", str(tmp_path), "--smoke", "--only", "tset"])
+
+
+def test_gpu_report_reads_attention_targets_per_length(tmp_path):
+    fields = ["L", "method", "speedup_vs_dense", "fraction_of_ideal", "error"]
+    rows = [(4096, "local", 1.0, ""), (4096, "local-flex", 0.5, ""),
+            (16384, "local", 1.3, 0.45), (16384, "local-flex", 1.9, 0.8)]
+    with open(tmp_path / "attention.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fields)
+        w.writeheader()
+        for L, method, speed, frac in rows:
+            w.writerow({"L": L, "method": method, "speedup_vs_dense": speed,
+                        "fraction_of_ideal": frac})
+        w.writerow({"L": 16384, "method": "dense", "speedup_vs_dense": 1.0})
+    got = {what: met for what, _, met in gpu_report.attention_targets(tmp_path)}
+    assert got == {"L=4096: neighbour-block no slower than dense (within 5%)": True,
+                   "L=16384: neighbour-block no slower than dense (within 5%)": True,
+                   "L=16K: neighbour-block >= 0.7 of its ideal sparsity speed-up": True}
