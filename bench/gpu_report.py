@@ -36,6 +36,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -245,7 +246,8 @@ def section_check(out: Path, smoke: bool, until: float) -> int:
         names, preset, root, only = ["01_lra_transformers"], "smoke", None, "task=listops init=masked"
     else:
         names, preset = sorted(STUDIES), "paper"
-        root = out.parent / (out.name + "-fixtures")
+        # beside the temporary files, not in the report folder (which comes back whole)
+        root = Path(tempfile.gettempdir()) / "spt-gpu-report-fixtures"
         if not root.exists():
             from spt.data.fixtures import write_fixtures
             write_fixtures(root)
