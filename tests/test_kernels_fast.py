@@ -217,3 +217,21 @@ def test_float32_fast_paths_are_at_most_twice_as_wrong_as_the_float32_reference(
         base = _rel(ref32, truth)
         for p, out in fast.items():
             assert _rel(out, truth) <= 2 * base + 1e-7, (op, p, seed, _rel(out, truth), base)
+
+
+def test_float32_shared_eigenvalue_path_is_at_most_twice_as_wrong_as_the_float32_reference(
+        monkeypatch):
+    """DLR's shared-Lambda GEMM path, whose later blocks of positions are exp(x l0) * exp(x c):
+    the same rule as above, at DLR's init (|Im Lambda| up to pi, long kernels)."""
+    monkeypatch.setattr(importlib.import_module("spt.kernels.vandermonde"), "CHUNK_ELEMS",
+                        64 * 100)                        # 64 states: blocks of 100 positions
+    for seed in range(3):
+        g = torch.Generator().manual_seed(300 + seed)
+        lam = torch.complex(-0.01 * torch.rand(64, generator=g, dtype=torch.float64),
+                            math.pi * (2 * torch.rand(64, generator=g, dtype=torch.float64) - 1))
+        v = torch.randn(2, 3, 64, dtype=torch.complex128, generator=g) / 64
+        x = lam.expand(3, -1)
+        truth = vandermonde_ref(v, x, 1000)
+        ref32 = vandermonde_ref(v.to(torch.complex64), x.to(torch.complex64), 1000)
+        fast = vandermonde(v.to(torch.complex64), x.to(torch.complex64), 1000, backend="torch")
+        assert _rel(fast, truth) <= 2 * _rel(ref32, truth) + 1e-7, seed

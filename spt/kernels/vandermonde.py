@@ -15,8 +15,11 @@ reference that materialises the (H, N, L) matrix. Neither fast path materialises
   exp(x l) = exp(x kC) * exp(x c), and K[m, h, k, c] = Re sum_n (v exp(x kC))[n, k] exp(x c)[n, c]
   is one batched real GEMM per channel, with O(H N sqrt(L)) extra memory instead of O(H N L);
   channels are processed in groups so the intermediates stay near CHUNK_ELEMS elements.
-  When x is one row shared by all channels (DLR's Lambda, passed as an expanded view), blocks of
-  E = exp(x l) (N, chunk) are formed once and applied to all M * H rows by one GEMM.
+  When x is one row shared by all channels (DLR's Lambda, passed as an expanded view), E = exp(x l)
+  (positions, N) is formed once, block by block (one exp per state, then complex multiplies), and
+  applied to all M * H rows by one real GEMM per block: K = [Re v, -Im v] @ [Re E; Im E]. On a GPU
+  this path (backend="torch") does about 1/(M H) of the Triton kernels' exp / cos / sin work, which
+  recomputes E for every row.
 
 Gradients (PyTorch's convention for complex inputs, grad = dLoss/dRe + i dLoss/dIm), with
 G = dLoss/dK and E = exp(x l):  grad_v = sum_l G conj(E),  grad_x = sum_m conj(v) sum_l G l conj(E).
@@ -194,35 +197,52 @@ def _shared(x: torch.Tensor) -> bool:
     return x.shape[0] == 1 or x.stride(0) == 0
 
 
-def _l_chunks(N: int, L: int):
-    step = max(1, CHUNK_ELEMS // max(1, N))
-    return [(l, min(L, l + step)) for l in range(0, L, step)]
+CUDA_SHARED_ELEMS = 1 << 24   # a GPU forms E for up to this many (position, state) pairs at once
+
+
+def _shared_powers(x0: torch.Tensor, L: int):
+    """Blocks of E = exp(x0 l) laid out (positions, N): yields (l0, l1, E[l0:l1]).
+
+    The first block's powers exp(x0 c) are computed once; block l0 is exp(x0 l0) * those (one
+    complex multiply per entry instead of an exp). Block length: about CHUNK_ELEMS / N positions
+    (CUDA_SHARED_ELEMS / N on a GPU, where one block covers an LRA length)."""
+    N = x0.shape[0]
+    budget = CUDA_SHARED_ELEMS if x0.is_cuda else CHUNK_ELEMS
+    step = min(L, max(1, budget // max(1, N)))
+    c = torch.arange(step, device=x0.device, dtype=x0.real.dtype)
+    Zc = torch.exp(c[:, None] * x0[None, :])                          # (step, N)
+    for l0 in range(0, L, step):
+        l1 = min(L, l0 + step)
+        yield l0, l1, (Zc[: l1 - l0] if l0 == 0 else Zc[: l1 - l0] * torch.exp(x0 * l0))
+
+
+def _interleaved(E: torch.Tensor) -> torch.Tensor:
+    """E (c, N) complex -> (c, 2N) real, columns [Re E_0, Im E_0, Re E_1, ...] (a view)."""
+    return torch.view_as_real(E).reshape(E.shape[0], -1)
 
 
 def _fwd_shared(v: torch.Tensor, x0: torch.Tensor, L: int) -> torch.Tensor:
-    """Shared eigenvalues x0 (N,): per block of l, E = exp(x0 l) (N, c) once, then one real GEMM
-    [Re v, -Im v] (M*H, 2N) @ [Re E; Im E] (2N, c) for all rows."""
+    """Shared eigenvalues x0 (N,): K = Re(v E^T) as real GEMMs over blocks of positions,
+    [Re v_0, -Im v_0, Re v_1, ...] (M*H, 2N) @ [Re E; Im E] (2N, c), E computed once for all rows."""
     M, H, N = v.shape
-    vv = torch.cat([v.real, -v.imag], dim=-1).reshape(M * H, 2 * N)
-    out = torch.empty(M * H, L, dtype=vv.dtype, device=v.device)
-    for l0, l1 in _l_chunks(N, L):
-        E = torch.exp(x0[:, None] * torch.arange(l0, l1, device=v.device, dtype=vv.dtype))
-        out[:, l0:l1] = vv @ torch.cat([E.real, E.imag], dim=0)
+    vv = torch.stack([v.real, -v.imag], dim=-1).reshape(M * H, 2 * N)
+    blocks = [(l0, l1, vv @ _interleaved(E).T) for l0, l1, E in _shared_powers(x0, L)]
+    out = blocks[0][2] if len(blocks) == 1 else torch.cat([b for _, _, b in blocks], dim=1)
     return out.reshape(M, H, L)
 
 
 def _bwd_shared(g: torch.Tensor, v: torch.Tensor, x0: torch.Tensor, L: int):
-    """S0 = G conj(E)^T and S1 = (G l) conj(E)^T, (M, H, N) each, block by block over l."""
+    """S0 = G conj(E) and S1 = (G l) conj(E), (M, H, N) each: per block of positions one real
+    GEMM [G; G l] (2 M H, c) @ [Re E, Im E] (c, 2N) gives both sums' real and imaginary parts."""
     M, H, N = v.shape
     G = g.reshape(M * H, L).to(v.real.dtype)
-    s = torch.zeros(M * H, 2, N, dtype=v.dtype, device=v.device)
-    for l0, l1 in _l_chunks(N, L):
+    s = torch.zeros(2 * M * H, 2 * N, dtype=G.dtype, device=v.device)
+    for l0, l1, E in _shared_powers(x0, L):
         l = torch.arange(l0, l1, device=v.device, dtype=G.dtype)
-        Ec = torch.exp(x0[:, None] * l).conj().T                       # (c, N)
-        Gc = torch.stack([G[:, l0:l1], G[:, l0:l1] * l], dim=1).reshape(M * H * 2, -1)
-        s += torch.complex(Gc @ Ec.real.contiguous(), Gc @ Ec.imag.contiguous()).reshape(M * H, 2, N)
-    s = s.reshape(M, H, 2, N)
-    return s[:, :, 0], s[:, :, 1]
+        Gb = G[:, l0:l1]
+        s += torch.cat([Gb, Gb * l], dim=0) @ _interleaved(E)
+    s = torch.view_as_complex(s.reshape(2, M, H, N, 2)).conj_physical()
+    return s[0], s[1]
 
 
 class _Vandermonde(torch.autograd.Function):
