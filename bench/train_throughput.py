@@ -4,6 +4,8 @@
     python bench/train_throughput.py --all           # every Table 4 row and every S4 row
     python bench/train_throughput.py --compile --grad-checkpointing
     python bench/train_throughput.py --smoke         # tiny sizes on CPU: checks the script works
+    python bench/train_throughput.py --all --match pathx --kernel-backend gemm --conv-backend manual
+                                                     # PathX rows, SSM layers on opt-in paths
 
 Per configuration: one self-pretraining step (the preset's model, objective and pretraining batch
 size, full-length synthetic inputs, bf16 autocast on CUDA, AdamW), timed over --steps steps after
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import sys
 from pathlib import Path
 
@@ -24,6 +27,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from spt.config import TrainConfig, TransformerConfig  # noqa: E402
+from spt.models.ssm import SSMEncoder  # noqa: E402
 from spt.paper import SSM_ROWS, TRANSFORMER_ROWS, ssm_row, transformer_row  # noqa: E402
 from spt.train.throughput import StepReport, measure_training_step, peak_matmul_flops, synthetic_spec  # noqa: E402
 
@@ -42,6 +46,17 @@ def _shrink(model):
         return dataclasses.replace(model, d_model=32, n_heads=2, d_ff=64, n_layers=1, max_len=64,
                                    local_block=16 if model.local_block else None)
     return dataclasses.replace(model, d_model=16, n_layers=1, d_state=8, max_len=64)
+
+
+def _backends(a, model) -> None:
+    """--kernel-backend / --conv-backend on every SSM stack of `model` (None: leave as built);
+    "gemm" exists for DLR only, so the other kinds keep their kernel backend."""
+    for m in model.modules():
+        if isinstance(m, SSMEncoder):
+            if a.kernel_backend and (a.kernel_backend != "gemm" or m.cfg.kind == "dlr"):
+                m.set_backend(a.kernel_backend)
+            if a.conv_backend:
+                m.set_conv_backend(a.conv_backend)
 
 
 def rows(all_rows: bool):
@@ -63,6 +78,13 @@ def main(argv=None) -> list[StepReport]:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--show-syncs", action="store_true",
                     help="list the host-device syncs of one step (CUDA)")
+    ap.add_argument("--match", default=None, help="only rows whose name contains this text, "
+                    "e.g. 'pathx' or '/dlr' (SSM rows are named s4:<task>/<variant>)")
+    ap.add_argument("--kernel-backend", default=None,
+                    help="SSM kernel backend of every SSM layer: auto | triton | torch | ref | "
+                    "gemm (DLR layers only)")
+    ap.add_argument("--conv-backend", default=None,
+                    help="FFT convolution backend of every SSM layer: autograd | manual")
     a = ap.parse_args(argv)
     device = torch.device(a.device if a.device != "auto" else
                           ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -85,9 +107,12 @@ def main(argv=None) -> list[StepReport]:
         cfg = TrainConfig(device=str(device), compile=a.compile,
                           grad_checkpointing=a.grad_checkpointing, lr=preset.pretrain.lr)
         label = f"{family}:{task}/{variant}"
+        if a.match and a.match not in label:
+            continue
         try:
             r = measure_training_step(label, model, preset.objective, spec, bsz, device,
-                                      steps=steps, warmup=warmup, train_cfg=cfg, peak_flops=peak)
+                                      steps=steps, warmup=warmup, train_cfg=cfg, peak_flops=peak,
+                                      configure=functools.partial(_backends, a))
         except torch.cuda.OutOfMemoryError:
             print(f"{label:<28} out of memory at batch {bsz}, L={L}: try --batch or "
                   f"--grad-checkpointing")

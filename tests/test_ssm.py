@@ -349,3 +349,21 @@ def test_manual_conv_backend_matches_the_default_outputs_and_gradients(kind, cau
         assert (a - b).abs().max() <= tol * max(1.0, b.abs().max().item())
     with pytest.raises(ValueError, match="set_conv_backend"):
         enc.set_conv_backend("fast")
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_dlr_gemm_kernel_backend_matches_the_default(dtype):
+    torch.manual_seed(12)
+    enc = SSMEncoder(_cfg("dlr", d_model=4, n_layers=1, d_state=16, max_len=40)).to(dtype)
+    x, w = torch.randn(2, 40, 4, dtype=dtype), torch.randn(2, 40, 4, dtype=dtype)
+    outs = {}
+    for backend in ("auto", "gemm"):
+        enc.zero_grad()
+        y = enc.set_backend(backend)(x)
+        (y * w).sum().backward()
+        outs[backend] = [y.detach()] + [p.grad.clone() for p in enc.parameters()]
+    tol = 1e-10 if dtype == torch.float64 else 2e-5
+    for a, b in zip(outs["gemm"], outs["auto"]):
+        assert (a - b).abs().max() <= tol * max(1.0, b.abs().max().item())
+    with pytest.raises(ValueError, match="shared by all channels"):
+        SSMEncoder(_cfg("s4d", d_model=4, n_layers=1)).set_backend("gemm")(x[..., :4].float())

@@ -119,14 +119,14 @@ class _FFTConv(torch.autograd.Function):
         L, n = ctx.L, ctx.n
         g_f = torch.fft.rfft(g.transpose(1, 2).to(k_f.real.dtype), n=n)   # (B, H, n//2+1)
         grad_u = grad_k = None
-        if ctx.needs_input_grad[0]:
-            grad_u = torch.fft.irfft(g_f * k_f.conj(), n=n)[..., :L].transpose(1, 2)
         if ctx.needs_input_grad[1]:
             g_row = torch.fft.irfft((g_f * u_f.conj()).sum(0), n=n)       # (H, n): per lag
             parts = [g_row[:, :L]]
             if ctx.n_dir == 2:
                 parts.append(g_row[:, n - L:].flip(-1))
             grad_k = torch.stack(parts)
+        if ctx.needs_input_grad[0]:                                       # g_f is ours: in place
+            grad_u = torch.fft.irfft(g_f.mul_(k_f.conj()), n=n)[..., :L].transpose(1, 2)
         return grad_u, grad_k
 
 

@@ -92,7 +92,7 @@ class _Kernel(nn.Module):
     recurrence is scale * Re(C x).
     """
 
-    backend = "auto"  # "auto" | "triton" | "torch" | "ref" (see spt.kernels)
+    backend = "auto"  # "auto" | "triton" | "torch" | "ref" | "gemm" (DLR only; see spt.kernels)
 
     def __init__(self, cfg: SSMConfig, n_dir: int):
         super().__init__()
@@ -440,7 +440,8 @@ class SSMEncoder(ConvStack):
             paper_random_init_(self, cfg.random_std)
 
     def set_backend(self, backend: str) -> "SSMEncoder":
-        """Kernel backend of every layer: "auto" | "triton" | "torch" | "ref"."""
+        """Kernel backend of every layer: "auto" | "triton" | "torch" | "ref", or "gemm" for DLR
+        (its shared Lambda: one GEMM for all channels, :func:`spt.kernels.vandermonde`)."""
         for block in self.blocks:
             block.kernel.backend = backend
         return self

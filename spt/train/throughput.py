@@ -18,7 +18,7 @@ import dataclasses
 import math
 import time
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 
@@ -163,12 +163,17 @@ def host_syncs_per_step(model, objective, batch: dict, device: torch.device) -> 
 def measure_training_step(name: str, model_cfg, objective: ObjectiveConfig, spec: TaskSpec,
                           batch_size: int, device: torch.device, *, steps: int = 10,
                           warmup: int = 3, train_cfg: Optional[TrainConfig] = None,
-                          peak_flops: Optional[float] = None) -> StepReport:
+                          peak_flops: Optional[float] = None,
+                          configure: Optional[Callable[[torch.nn.Module], None]] = None
+                          ) -> StepReport:
     """Build the pretraining model of `model_cfg`, run `warmup` + `steps` training steps on a
-    synthetic full-length batch and report time, tokens/s, FLOPs, MFU and peak memory."""
+    synthetic full-length batch and report time, tokens/s, FLOPs, MFU and peak memory.
+    `configure(model)`, if given, runs on the built model first (e.g. to choose kernel backends)."""
     cfg = train_cfg or TrainConfig(device=str(device))
     torch.manual_seed(0)
     model = pretraining_model(model_cfg, spec, objective).to(device)
+    if configure is not None:
+        configure(model)
     set_grad_checkpointing(model, cfg.grad_checkpointing)
     model.train()
     obj = Denoising(objective, spec)
