@@ -146,5 +146,9 @@ def test_fft_conv_manual_backend_without_skip_and_with_bad_backend():
     g = torch.Generator().manual_seed(0)
     u, k = torch.randn(2, 9, 3, generator=g), torch.randn(2, 3, 9, generator=g)
     assert torch.allclose(fft_conv(u, k, backend="manual"), fft_conv(u, k), atol=1e-5)
+    uu = u.clone().requires_grad_()                     # a fixed kernel: only u's gradient
+    (gm,) = torch.autograd.grad(fft_conv(uu, k, backend="manual").sum(), uu)
+    (ga,) = torch.autograd.grad(fft_conv(uu, k).sum(), uu)
+    assert torch.allclose(gm, ga, atol=1e-5)
     with pytest.raises(ValueError, match="backend must be one of"):
         fft_conv(u, k, backend="cuda")
