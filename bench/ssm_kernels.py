@@ -1,90 +1,58 @@
-"""Benchmark: SSM kernel generation + FFT convolution, forward + backward, reference vs fast paths.
+"""Benchmark: one SSM layer's convolution (kernel generation + FFT conv + skip), forward + backward.
 
-    python bench/ssm_kernels.py                     # H=256; N=64 (DLR also 1024); L=1K,4K,16K
-    python bench/ssm_kernels.py --L 4096 --cases s4:64 dlr:64 --batch 4
+    python bench/ssm_kernels.py --gpu-only --csv out.csv    # CUDA, paper sizes, about a minute
+    python bench/ssm_kernels.py --smoke                     # tiny sizes on CPU, seconds
+    python bench/ssm_kernels.py --device cpu --H 64 --L 4096 --batch 2 --cases dlr:1024
 
-One measurement = build a bidirectional kernel module of the given kind (spt.models.ssm), then
-K = kernel(L); y = fft_conv(u, K) with u (batch, L, H); backward of a random projection of y.
-Paths: "ref" materialises the (.., N, L) matrices (like the public S4 code without its CUDA
-extension / pykeops); "torch" is the chunked CPU fast path; "triton" (CUDA only) the Triton kernels.
-Each measurement runs in a fresh subprocess. CPU peak memory is the rise of the process's resident
-set over its level before the call (Linux VmHWM, reset through /proc/self/clear_refs); on CUDA it is
-torch.cuda.max_memory_allocated. Time is the median of --repeat calls after two warm-up calls.
-Reference runs whose (.., N, L) matrices would not fit in --max-ref-gb are skipped.
+One measurement, in this process: a bidirectional SSMBlock of the given kind (spt.models.ssm) and
+u (batch, L, H); part "layer" times y = block.conv(u) (K * u + D u, the layer's linear part),
+part "kernel" K = block.kernel(L) alone, part "conv" fft_conv(u, K, skip=D) alone with K fixed;
+each followed by the backward of a random projection. Paths are (kernel backend, conv backend):
+kernel "ref" materialises the (.., N, L) matrices, "auto" is today's choice (Triton on CUDA, the
+chunked torch path on CPU), "gemm" (DLR only) forms E = exp(Lambda l) once and runs one GEMM for
+all channels (spt.kernels.vandermonde); conv "autograd" is today's FFT convolution, "manual" the
+hand-written backward with the skip folded in (spt.kernels.fft_conv). "default" = (auto,
+autograd), the layer's current choice; ratios are against it and against the reference, measured
+in the same run.
 
-On CUDA the table adds GPU columns: time, peak memory, and a "min-bytes" bandwidth (the bytes a
-fwd + bwd must at least move: u, y and their grads, K and its grad, parameters) over the time,
-against the card's measured peak (a large device-to-device copy).
+Time: median of --repeat calls after two warm-up calls (synchronised on CUDA). Peak memory (CUDA):
+torch.cuda.max_memory_allocated above the level before the call. GB/s: the bytes a layer fwd + bwd
+must at least move (u, y and their grads, K and its grad, parameters) over the time, against the
+card's copy bandwidth measured at the start. A failing row prints its error and the run goes on;
+reference rows whose matrices exceed --max-ref-gb, and rows after --max-seconds, are skipped.
 """
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
+import csv
 import sys
 import time
+from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-def _rss_mb(field: str) -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field):
-                return int(line.split()[1]) / 1024
-    return float("nan")
+from spt.kernels import fft_conv  # noqa: E402
+from spt.models.ssm import SSMBlock  # noqa: E402
+from spt.ssm_config import SSMConfig  # noqa: E402
+
+# (part, kernel backend, conv backend); the first of each part is its "default"
+PATHS = [("layer", "auto", "autograd"), ("layer", "ref", "autograd"), ("layer", "auto", "manual"),
+         ("layer", "gemm", "autograd"), ("layer", "gemm", "manual"),
+         ("kernel", "auto", "-"), ("kernel", "ref", "-"), ("kernel", "gemm", "-"),
+         ("conv", "-", "autograd"), ("conv", "-", "manual")]
+DEFAULTS = {part: next(p for p in PATHS if p[0] == part) for part in ("layer", "kernel", "conv")}
+REFS = {"layer": ("layer", "ref", "autograd"), "kernel": ("kernel", "ref", "-"), "conv": None}
+FIELDS = ["device", "kind", "N", "L", "H", "batch", "part", "kernel", "conv", "ms", "vs_default",
+          "vs_ref", "peak_mb", "gbs", "of_peak", "error"]
 
 
-def child(kind: str, N: int, L: int, path: str, H: int, batch: int, repeat: int,
-          device: str) -> dict:
-    """One measurement in this process (run through a subprocess by main)."""
-    from spt.kernels import fft_conv
-    from spt.models.ssm import make_kernel
-    from spt.ssm_config import SSMConfig
-
-    torch.manual_seed(0)
-    cfg = SSMConfig(kind=kind, d_model=H, d_state=N, max_len=L, n_layers=1)
-    kern = make_kernel(cfg, n_dir=2).to(device)
-    kern.backend = path
-    u = torch.randn(batch, L, H, device=device, requires_grad=True)
-    g = torch.randn(batch, L, H, device=device)
-
-    def step():
-        kern.zero_grad(set_to_none=True)
-        u.grad = None
-        y = fft_conv(u, kern(L))
-        (y * g).sum().backward()
-
-    cuda = device == "cuda"
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
-    if cuda:
-        step()
-        step()
-        sync()
-        torch.cuda.reset_peak_memory_stats()
-        base = torch.cuda.memory_allocated()
-        step()
-        sync()
-        peak = (torch.cuda.max_memory_allocated() - base) / 2**20
-    else:
-        step()                                       # warm-up: plans, thread pools, autograd,
-        step()                                       # and the allocator's first page faults
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")                             # reset the high-water mark VmHWM
-        base = _rss_mb("VmRSS")
-        step()
-        peak = _rss_mb("VmHWM") - base
-    times = []
-    for _ in range(repeat):
-        sync()
-        t0 = time.perf_counter()
-        step()
-        sync()
-        times.append(time.perf_counter() - t0)
-    n_par = sum(p.numel() for p in kern.parameters())
-    min_bytes = 4 * (4 * batch * L * H + 2 * 2 * H * L + 2 * n_par)
-    return {"ms": 1e3 * sorted(times)[len(times) // 2], "peak_mb": peak, "min_bytes": min_bytes}
+def ref_gb(kind: str, N: int, L: int, H: int) -> float:
+    """Size of the largest materialised complex64 matrix of the reference kernel, in GB."""
+    rows = 6 if kind == "s4" else 1            # S4: (C~, Q) x (B, P) products, both directions
+    n = N // 2 if kind != "dlr" else N
+    return rows * H * n * (L // 2 + 1 if kind == "s4" else L) * 8 / 1e9
 
 
 def copy_bandwidth_gbs() -> float:
@@ -100,92 +68,161 @@ def copy_bandwidth_gbs() -> float:
     return 10 * 2 * x.numel() * 4 / (time.perf_counter() - t0) / 1e9
 
 
-def ref_gb(kind: str, N: int, L: int, H: int) -> float:
-    """Size of the largest materialised complex64 matrix of the reference path, in GB."""
-    rows = 6 if kind == "s4" else 1            # S4: (C~, Q) x (B, P) products, both directions
-    n = N // 2 if kind != "dlr" else N
-    return rows * H * n * (L // 2 + 1 if kind == "s4" else L) * 8 / 1e9
+def make_step(block: SSMBlock, part: str, kernel: str, conv: str, L: int, batch: int, device):
+    """A closure running one forward + backward of `part`, and the bytes it must at least move."""
+    H = block.D.shape[0]
+    block.kernel.backend = kernel if kernel != "-" else "auto"
+    block.conv_backend = conv if conv != "-" else "autograd"
+    u = torch.randn(batch, L, H, device=device, requires_grad=True)
+    g = torch.randn(batch, L, H, device=device)
+    if part == "kernel":
+        gk = torch.randn(2, H, L, device=device)
+        run = lambda: (block.kernel(L) * gk).sum()                       # noqa: E731
+    elif part == "conv":
+        k = block.kernel(L).detach().requires_grad_()
+        run = lambda: (fft_conv(u, k, skip=block.D, backend=conv) * g).sum()  # noqa: E731
+    else:
+        run = lambda: (block.conv(u) * g).sum()                          # noqa: E731
+
+    def step():
+        block.zero_grad(set_to_none=True)
+        u.grad = None
+        run().backward()
+
+    n_par = sum(p.numel() for p in block.kernel.parameters())
+    return step, 4 * (4 * batch * L * H + 2 * 2 * H * L + 2 * n_par)
 
 
-def _child_run(cmd, env, what):
-    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if out.returncode != 0:
-        print(f"  [{what}] failed: {out.stderr.strip().splitlines()[-1:]}")
-        return None
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-def run(kind, N, L, path, args, device) -> dict | None:
-    """Time with the default allocator; on CPU measure memory in a second process whose glibc
-    returns every freed block of 64 KiB or more to the OS (MALLOC_MMAP_THRESHOLD_), so that the
-    resident set follows the live tensors (by default glibc keeps freed blocks below an adaptive
-    threshold in its heap; the fixed threshold costs page faults, hence the separate timing run)."""
-    cmd = [sys.executable, __file__, "--child", kind, str(N), str(L), path, device,
-           "--H", str(args.H), "--batch", str(args.batch), "--repeat", str(args.repeat)]
-    what = f"{kind} N={N} L={L} {path} {device}"
-    res = _child_run(cmd, os.environ, what)
-    if res is not None and device == "cpu":
-        mem = _child_run(cmd, dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536"), what)
-        res = None if mem is None else {**res, "peak_mb": mem["peak_mb"]}
-    return res
-
-
-def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--H", type=int, default=256)
-    ap.add_argument("--L", type=int, nargs="+", default=[1024, 4096, 16384])
-    ap.add_argument("--cases", nargs="+", default=["s4:64", "s4d:64", "dlr:64", "dlr:1024"],
-                    help="kind:N pairs")
-    ap.add_argument("--batch", type=int, default=1)
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--max-ref-gb", type=float, default=2.5)
-    ap.add_argument("--child", nargs=5, metavar=("KIND", "N", "L", "PATH", "DEVICE"))
-    args = ap.parse_args(argv)
-    if args.child:
-        kind, N, L, path, device = args.child
-        res = child(kind, int(N), int(L), path, args.H, args.batch, args.repeat, device)
-        print(json.dumps(res))
-        return
-    cuda = torch.cuda.is_available()
-    print(f"SSM kernel + FFT conv, fwd+bwd, bidirectional, H={args.H}, batch={args.batch}, "
-          f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads")
+def measure(step, repeat: int, device) -> tuple[float, float]:
+    """(median ms, peak MB above the starting level; None on CPU)."""
+    cuda = device.type == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    step()
+    step()
+    sync()
+    peak = None
     if cuda:
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+    times = []
+    for _ in range(repeat):
+        sync()
+        t0 = time.perf_counter()
+        step()
+        sync()
+        times.append(time.perf_counter() - t0)
+    if cuda:
+        peak = (torch.cuda.max_memory_allocated() - base) / 2**20
+    return 1e3 * sorted(times)[len(times) // 2], peak
+
+
+def rows_for(kind: str, N: int, L: int, args, device, peak_bw, t_start):
+    """Every path of one (kind, N, L): a list of CSV dicts (failures carry their error)."""
+    torch.manual_seed(0)
+    cfg = SSMConfig(kind=kind, d_model=args.H, d_state=N, max_len=L, n_layers=1, causal=False)
+    block = SSMBlock(cfg).to(device)
+    out = []
+    for part, kernel, conv in PATHS:
+        row = dict(device=device.type, kind=kind, N=N, L=L, H=args.H, batch=args.batch, part=part,
+                   kernel=kernel, conv=conv, error="")
+        if kernel == "gemm" and kind != "dlr":
+            row["error"] = "skipped: kernel gemm needs DLR's shared Lambda"
+        elif kernel == "ref" and ref_gb(kind, N, L, args.H) > args.max_ref_gb:
+            row["error"] = f"skipped: reference matrices > --max-ref-gb {args.max_ref_gb}"
+        elif time.perf_counter() - t_start > args.max_seconds:
+            row["error"] = f"skipped: past --max-seconds {args.max_seconds}"
+        else:
+            try:
+                step, min_bytes = make_step(block, part, kernel, conv, L, args.batch, device)
+                ms, peak = measure(step, args.repeat, device)
+                row.update(ms=ms, peak_mb=peak)
+                if part == "layer" and peak_bw:
+                    gbs = min_bytes / (ms / 1e3) / 1e9
+                    row.update(gbs=gbs, of_peak=gbs / peak_bw)
+            except Exception as e:  # noqa: BLE001 - one failing row must not end the run
+                row["error"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:200]}"
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
+        out.append(row)
+    ms = {(r["part"], r["kernel"], r["conv"]): r.get("ms") for r in out}
+    for row in out:                                        # ratios measured in this same run
+        default, ref = ms.get(DEFAULTS[row["part"]]), ms.get(REFS[row["part"]])
+        if "ms" in row:
+            row["vs_default"] = default / row["ms"] if default else None
+            row["vs_ref"] = ref / row["ms"] if ref else None
+        print(format_row(row), flush=True)
+    return out
+
+
+def format_row(r: dict) -> str:
+    def num(key, fmt):
+        v = r.get(key)
+        return format(v, fmt) if isinstance(v, float) else format("", fmt.split(".")[0] + "s")
+
+    line = (f"{r['kind']:4s} {r['N']:5d} {r['L']:6d} {r['part']:6s} {r['kernel']:5s} {r['conv']:8s} "
+            f"{num('ms', '9.2f')} {num('vs_default', '7.2f')} {num('vs_ref', '7.2f')} "
+            f"{num('peak_mb', '8.0f')} {num('gbs', '7.0f')} {num('of_peak', '7.1%')}")
+    return line + (f"  {r['error']}" if r["error"] else "")
+
+
+def main(argv=None) -> list[dict]:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--gpu-only", action="store_true", help="CUDA paths only (fails without CUDA)")
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes on CPU: checks the script")
+    ap.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    ap.add_argument("--H", type=int, default=256)
+    ap.add_argument("--L", type=int, nargs="+", default=[16384, 4096, 1024],
+                    help="lengths, in this order (the longest first: --max-seconds skips the last)")
+    ap.add_argument("--cases", nargs="+", default=["s4:64", "s4d:64", "dlr:1024"],
+                    help="kind:N pairs (DLR's paper state size is 1024)")
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--max-ref-gb", type=float, default=4.0)
+    ap.add_argument("--max-seconds", type=float, default=55.0,
+                    help="rows that would start later than this are skipped")
+    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    ap.add_argument("--csv", type=Path, default=None, help="write every row to this CSV file")
+    args = ap.parse_args(argv)
+    if args.smoke:
+        args.device, args.H, args.L, args.batch, args.repeat = "cpu", 8, [61], 2, 1
+        args.cases = ["s4:8", "s4d:8", "dlr:16"]
+    if args.gpu_only:
+        if not torch.cuda.is_available():
+            raise SystemExit("--gpu-only: no CUDA device here (use --device cpu or --smoke)")
+        args.device = "cuda"
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = torch.device(args.device if args.device != "auto" else
+                          ("cuda" if torch.cuda.is_available() else "cpu"))
+    print(f"SSM layer conv, fwd+bwd, bidirectional, H={args.H}, batch={args.batch}, device "
+          f"{device.type}, torch {torch.__version__}, {torch.get_num_threads()} CPU threads")
+    peak_bw = None
+    if device.type == "cuda":
         peak_bw = copy_bandwidth_gbs()
         print(f"GPU: {torch.cuda.get_device_name()}, measured copy bandwidth {peak_bw:.0f} GB/s")
-    head = (f"{'kind':5s} {'N':>5s} {'L':>6s} | {'ref ms':>9s} {'fast ms':>9s} {'speedup':>7s} | "
-            f"{'ref MB':>8s} {'fast MB':>8s} {'mem':>6s}")
-    if cuda:
-        head += f" || {'gpu ref ms':>10s} {'triton ms':>9s} {'speedup':>7s} {'ref MB':>8s} " \
-                f"{'tri MB':>7s} {'GB/s':>6s} {'of peak':>7s}"
-    print(head)
-    print("-" * len(head))
-    for L in args.L:
-        for case in args.cases:
-            kind, N = case.split(":")
-            N = int(N)
-            fit = ref_gb(kind, N, L, args.H) <= args.max_ref_gb
-            ref = run(kind, N, L, "ref", args, "cpu") if fit else None
-            fast = run(kind, N, L, "torch", args, "cpu")
-            line = f"{kind:5s} {N:5d} {L:6d} | "
-            if ref and fast:
-                line += (f"{ref['ms']:9.1f} {fast['ms']:9.1f} {ref['ms'] / fast['ms']:6.1f}x | "
-                         f"{ref['peak_mb']:8.0f} {fast['peak_mb']:8.0f} "
-                         f"{fast['peak_mb'] / max(ref['peak_mb'], 1e-9):6.3f}")
-            elif fast:
-                why = "skipped" if not fit else "failed"
-                line += (f"{why:>9s} {fast['ms']:9.1f} {'':>7s} | {'':>8s} "
-                         f"{fast['peak_mb']:8.0f} {'':>6s}")
-            if cuda:
-                gref = run(kind, N, L, "ref", args, "cuda") if fit else None
-                tri = run(kind, N, L, "triton", args, "cuda")
-                if tri:
-                    bw = tri["min_bytes"] / (tri["ms"] / 1e3) / 1e9
-                    line += (f" || {gref['ms'] if gref else float('nan'):10.2f} {tri['ms']:9.2f} "
-                             f"{(gref['ms'] / tri['ms']) if gref else float('nan'):6.1f}x "
-                             f"{gref['peak_mb'] if gref else float('nan'):8.0f} "
-                             f"{tri['peak_mb']:7.0f} {bw:6.0f} {bw / peak_bw:7.1%}")
-            print(line, flush=True)
-    print("mem = fast peak / ref peak (lower is better); speedup = ref time / fast time.")
+    head = (f"{'kind':4s} {'N':>5s} {'L':>6s} {'part':6s} {'kern':5s} {'conv':8s} {'ms':>9s} "
+            f"{'vs_def':>7s} {'vs_ref':>7s} {'peak MB':>8s} {'GB/s':>7s} {'of peak':>7s}")
+    print(head + "\n" + "-" * len(head))
+    t_start, rows = time.perf_counter(), []
+    out = open(args.csv, "w", newline="") if args.csv else None
+    writer = csv.DictWriter(out, fieldnames=FIELDS) if out else None
+    if writer:
+        writer.writeheader()
+    try:
+        for L in args.L:
+            for case in args.cases:
+                kind, N = case.split(":")
+                new = rows_for(kind, int(N), L, args, device, peak_bw, t_start)
+                rows += new
+                if writer:                       # written as they come: a killed run keeps them
+                    writer.writerows(new)
+                    out.flush()
+    finally:
+        if out:
+            out.close()
+    print("vs_def = time of the part's default path (auto, autograd) / this time; vs_ref = the "
+          f"reference's time / this time. Total {time.perf_counter() - t_start:.0f} s.")
+    return rows
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@
     python bench/train_throughput.py --all --graphs --csv out.csv   # eager and captured, per row
     python bench/train_throughput.py --compile --grad-checkpointing
     python bench/train_throughput.py --smoke         # tiny sizes on CPU: checks the script works
+    python bench/train_throughput.py --all --match pathx --kernel-backend gemm --conv-backend manual
+                                                     # PathX rows, SSM layers on opt-in paths
 
 Per configuration: one self-pretraining step (the preset's model, objective and pretraining batch
 size, full-length synthetic inputs, bf16 autocast on CUDA, AdamW), timed over --steps steps after
@@ -27,6 +29,7 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import functools
 import math
 import sys
 import time
@@ -37,6 +40,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from spt.config import TrainConfig, TransformerConfig  # noqa: E402
+from spt.models.ssm import SSMEncoder  # noqa: E402
 from spt.paper import SSM_ROWS, TRANSFORMER_ROWS, ssm_row, transformer_row  # noqa: E402
 from spt.train.throughput import StepReport, measure_training_step, peak_matmul_flops, synthetic_spec  # noqa: E402
 
@@ -55,6 +59,17 @@ def _shrink(model):
         return dataclasses.replace(model, d_model=32, n_heads=2, d_ff=64, n_layers=1, max_len=64,
                                    local_block=16 if model.local_block else None)
     return dataclasses.replace(model, d_model=16, n_layers=1, d_state=8, max_len=64)
+
+
+def _backends(a, model) -> None:
+    """--kernel-backend / --conv-backend on every SSM stack of `model` (None: leave as built);
+    "gemm" exists for DLR only, so the other kinds keep their kernel backend."""
+    for m in model.modules():
+        if isinstance(m, SSMEncoder):
+            if a.kernel_backend and (a.kernel_backend != "gemm" or m.cfg.kind == "dlr"):
+                m.set_backend(a.kernel_backend)
+            if a.conv_backend:
+                m.set_conv_backend(a.conv_backend)
 
 
 def rows(all_rows: bool):
@@ -120,6 +135,13 @@ def main(argv=None) -> list[StepReport]:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--show-syncs", action="store_true",
                     help="list the host-device syncs of one step (CUDA)")
+    ap.add_argument("--match", default=None, help="only rows whose name contains this text, "
+                    "e.g. 'pathx' or '/dlr' (SSM rows are named s4:<task>/<variant>)")
+    ap.add_argument("--kernel-backend", default=None,
+                    help="SSM kernel backend of every SSM layer: auto | triton | torch | ref | "
+                    "gemm (DLR layers only)")
+    ap.add_argument("--conv-backend", default=None,
+                    help="FFT convolution backend of every SSM layer: autograd | manual")
     a = ap.parse_args(argv)
     if a.graphs and (a.compile or a.grad_checkpointing):
         ap.error("--graphs measures the eager step captured: leave out --compile and "
@@ -145,6 +167,8 @@ def main(argv=None) -> list[StepReport]:
     try:
         for family, task, variant in rows(a.all):
             label = f"{family}:{task}/{variant}"
+            if a.match and a.match not in label:
+                continue
             base = dict(config=label, family=family, task=task, variant=variant)
             preset = transformer_row(task, variant) if family == "transformer" else \
                 ssm_row(task, variant)
@@ -161,7 +185,8 @@ def main(argv=None) -> list[StepReport]:
                 return measure_training_step(name, model, preset.objective, spec, bsz, device,
                                              steps=steps, warmup=warmup, train_cfg=cfg,
                                              peak_flops=peak, flops=flops, min_time=min_time,
-                                             find_syncs=find_syncs)
+                                             find_syncs=find_syncs,
+                                             configure=functools.partial(_backends, a))
 
             r, error = _guarded(label, f"batch {bsz}, L={L}", lambda: measure(label, cfg))
             if writer:

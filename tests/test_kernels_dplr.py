@@ -11,6 +11,7 @@ from spt.kernels import (
     dplr_discrete,
     dplr_kernel,
     dplr_kernel_ref,
+    fast_length,
     fft_conv,
 )
 from spt.models.hippo import legs_dplr
@@ -105,3 +106,49 @@ def test_fft_conv_shape_errors():
         fft_conv(torch.zeros(1, 5, 2), torch.zeros(1, 2, 4))
     with pytest.raises(ValueError, match="1 or 2"):
         fft_conv(torch.zeros(1, 5, 2), torch.zeros(3, 2, 5))
+
+
+def test_fast_length_is_the_next_5_smooth_number():
+    def smooth(m):
+        for p in (2, 3, 5):
+            while m % p == 0:
+                m //= p
+        return m == 1
+    for n in range(1, 600):
+        assert fast_length(n) == next(m for m in range(n, 2 * n + 1) if smooth(m)), n
+    assert fast_length(8002) == 8100 and fast_length(32768) == 32768 and fast_length(4000) == 4000
+
+
+@pytest.mark.parametrize("backend", ["autograd", "manual"])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("D,L", [(1, 1), (2, 1), (1, 7), (2, 7), (2, 32), (1, 45), (2, 45)])
+def test_fft_conv_backends_match_direct_sums_and_their_gradients(backend, dtype, D, L):
+    """Outputs and gradients (u, k, skip) against the O(L^2) sums in float64; L = 7 and 45 make
+    the manual backend's FFT length (fast_length(2L) = 15, 90) differ from 2L."""
+    g = torch.Generator().manual_seed(100 * L + D)
+    u, w = (torch.randn(3, L, 4, dtype=torch.float64, generator=g) for _ in range(2))
+    k = torch.randn(D, 4, L, dtype=torch.float64, generator=g)
+    skip = torch.randn(4, dtype=torch.float64, generator=g)
+    ins64 = [t.clone().requires_grad_() for t in (u, k, skip)]
+    ref = direct_conv_ref(ins64[0], ins64[1]) + ins64[0] * ins64[2]
+    grads_ref = torch.autograd.grad((ref * w).sum(), ins64)
+    ins = [t.to(dtype).requires_grad_() for t in (u, k, skip)]
+    out = fft_conv(*ins, backend=backend)
+    grads = torch.autograd.grad((out * w.to(dtype)).sum(), ins)
+    tol = 1e-12 if dtype == torch.float64 else 1e-5
+    assert out.dtype == dtype and out.shape == ref.shape
+    assert (out - ref).abs().max() <= tol * ref.abs().max()
+    for a, b in zip(grads, grads_ref):
+        assert (a - b).abs().max() <= tol * b.abs().max()
+
+
+def test_fft_conv_manual_backend_without_skip_and_with_bad_backend():
+    g = torch.Generator().manual_seed(0)
+    u, k = torch.randn(2, 9, 3, generator=g), torch.randn(2, 3, 9, generator=g)
+    assert torch.allclose(fft_conv(u, k, backend="manual"), fft_conv(u, k), atol=1e-5)
+    uu = u.clone().requires_grad_()                     # a fixed kernel: only u's gradient
+    (gm,) = torch.autograd.grad(fft_conv(uu, k, backend="manual").sum(), uu)
+    (ga,) = torch.autograd.grad(fft_conv(uu, k).sum(), uu)
+    assert torch.allclose(gm, ga, atol=1e-5)
+    with pytest.raises(ValueError, match="backend must be one of"):
+        fft_conv(u, k, backend="cuda")

@@ -111,9 +111,11 @@ def test_vandermonde_torch_path_chunks_channels(monkeypatch):
         assert _rel(a, b) < 1e-11
 
 
+@pytest.mark.parametrize("backend", ["torch", "gemm"])
 @pytest.mark.parametrize("chunk", [None, 7])
-def test_vandermonde_shared_eigenvalues_path(monkeypatch, chunk):
-    """x broadcast over channels (DLR) takes the shared-E GEMM path; its gradient is summed."""
+def test_vandermonde_shared_eigenvalues_path(monkeypatch, chunk, backend):
+    """x broadcast over channels (DLR) takes a shared-E GEMM path ("torch", or "gemm" with E from
+    complex multiplies); its gradient is summed."""
     if chunk is not None:
         monkeypatch.setattr(importlib.import_module("spt.kernels.vandermonde"), "CHUNK_ELEMS",
                             chunk * 6)                   # blocks of 7 positions
@@ -121,7 +123,7 @@ def test_vandermonde_shared_eigenvalues_path(monkeypatch, chunk):
     lam = torch.complex(-torch.rand(6, generator=g, dtype=torch.float64),
                         torch.randn(6, generator=g, dtype=torch.float64)).requires_grad_()
     v = torch.randn(2, 4, 6, dtype=torch.complex128, generator=g).requires_grad_()
-    K = vandermonde(v, lam.expand(4, -1), 30, "torch")
+    K = vandermonde(v, lam.expand(4, -1), 30, backend)
     Kr = vandermonde_ref(v, lam.expand(4, -1), 30)
     assert _rel(K, Kr) < 1e-12
     for a, b in zip(_grads(K, (v, lam), 8), _grads(Kr, (v, lam), 8)):
@@ -220,3 +222,26 @@ def test_float32_fast_paths_are_at_most_twice_as_wrong_as_the_float32_reference(
         base = _rel(ref32, truth)
         for p, out in fast.items():
             assert _rel(out, truth) <= 2 * base + 1e-7, (op, p, seed, _rel(out, truth), base)
+
+
+def test_float32_gemm_path_is_at_most_twice_as_wrong_as_the_float32_reference(monkeypatch):
+    """The "gemm" path (DLR's shared Lambda), whose later blocks of positions are exp(x l0) exp(x c):
+    the same rule as above, at DLR's init (|Im Lambda| up to pi, long kernels)."""
+    monkeypatch.setattr(importlib.import_module("spt.kernels.vandermonde"), "CHUNK_ELEMS",
+                        64 * 100)                        # 64 states: blocks of 100 positions
+    for seed in range(3):
+        g = torch.Generator().manual_seed(300 + seed)
+        lam = torch.complex(-0.01 * torch.rand(64, generator=g, dtype=torch.float64),
+                            math.pi * (2 * torch.rand(64, generator=g, dtype=torch.float64) - 1))
+        v = torch.randn(2, 3, 64, dtype=torch.complex128, generator=g) / 64
+        x, x32 = lam.expand(3, -1), lam.to(torch.complex64).expand(3, -1)   # stride-0 views
+        truth = vandermonde_ref(v, x, 1000)
+        ref32 = vandermonde_ref(v.to(torch.complex64), x32, 1000)
+        fast = vandermonde(v.to(torch.complex64), x32, 1000, backend="gemm")
+        assert _rel(fast, truth) <= 2 * _rel(ref32, truth) + 1e-7, seed
+
+
+def test_gemm_backend_needs_shared_eigenvalues():
+    v, x = _diag_inputs(1, 2, 3, torch.complex64, seed=1)
+    with pytest.raises(ValueError, match="shared by all channels"):
+        vandermonde(v, x, 8, backend="gemm")

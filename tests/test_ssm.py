@@ -325,3 +325,47 @@ def test_configs_stored_before_the_final_s4_options_read_back_the_same():
     d = model_config_to_dict(final)
     assert (d["dt_lr"], d["n_ssm"], d["tie_dropout"]) == ("run", 2, True)
     assert model_config_from_dict(d) == final
+
+
+@pytest.mark.parametrize("kind", ["s4", "s4d", "dlr"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_manual_conv_backend_matches_the_default_outputs_and_gradients(kind, causal, dtype):
+    """set_conv_backend("manual") (skip term folded into the kernel, hand-written FFT backward)
+    against the default on a padded batch; L = 13 gives the manual FFT length 27, not 26."""
+    torch.manual_seed(11)
+    enc = SSMEncoder(_cfg(kind, d_model=4, n_layers=2, max_len=13, causal=causal)).to(dtype)
+    x = torch.randn(2, 13, 4, dtype=dtype)
+    valid = torch.ones(2, 13, dtype=torch.bool)
+    valid[1, 9:] = False
+    w = torch.randn(2, 13, 4, dtype=dtype)
+    outs = {}
+    for backend in ("autograd", "manual"):
+        enc.zero_grad()
+        xi = x.clone().requires_grad_()
+        y = enc.set_conv_backend(backend)(xi, valid)
+        (y * w).sum().backward()
+        outs[backend] = [y.detach(), xi.grad] + [p.grad.clone() for p in enc.parameters()]
+    tol = 1e-10 if dtype == torch.float64 else 2e-5
+    for a, b in zip(outs["manual"], outs["autograd"]):
+        assert (a - b).abs().max() <= tol * max(1.0, b.abs().max().item())
+    with pytest.raises(ValueError, match="set_conv_backend"):
+        enc.set_conv_backend("fast")
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_dlr_gemm_kernel_backend_matches_the_default(dtype):
+    torch.manual_seed(12)
+    enc = SSMEncoder(_cfg("dlr", d_model=4, n_layers=1, d_state=16, max_len=40)).to(dtype)
+    x, w = torch.randn(2, 40, 4, dtype=dtype), torch.randn(2, 40, 4, dtype=dtype)
+    outs = {}
+    for backend in ("auto", "gemm"):
+        enc.zero_grad()
+        y = enc.set_backend(backend)(x)
+        (y * w).sum().backward()
+        outs[backend] = [y.detach()] + [p.grad.clone() for p in enc.parameters()]
+    tol = 1e-10 if dtype == torch.float64 else 2e-5
+    for a, b in zip(outs["gemm"], outs["auto"]):
+        assert (a - b).abs().max() <= tol * max(1.0, b.abs().max().item())
+    with pytest.raises(ValueError, match="shared by all channels"):
+        SSMEncoder(_cfg("s4d", d_model=4, n_layers=1)).set_backend("gemm")(x[..., :4].float())

@@ -14,6 +14,7 @@ from spt.config import ObjectiveConfig, TrainConfig, TransformerConfig
 from spt.data import digits_task
 from spt.models import classifier_model
 from spt.models.model import pretraining_model
+from spt.models.ssm import SSMEncoder
 from spt.ssm_config import SSMConfig
 from spt.train import train_from_scratch
 from spt.train.engine import set_grad_checkpointing
@@ -171,6 +172,19 @@ def test_bench_train_throughput_smoke(capsys, tmp_path, monkeypatch):
     assert all(float(r["speedup"]) > 0 and float(r["max_loss_diff"]) == 0 for r in graphed)
 
 
+def test_bench_train_throughput_ssm_backends_smoke():
+    """--match keeps the SSM rows; --kernel-backend / --conv-backend reach every SSM layer."""
+    seen = []
+    orig = SSMEncoder.set_conv_backend
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(SSMEncoder, "set_conv_backend",
+                   lambda self, b: seen.append(b) or orig(self, b))
+        reports = _bench("train_throughput").main(["--smoke", "--match", "s4:", "--kernel-backend",
+                                                   "gemm", "--conv-backend", "manual"])
+    assert [r.name for r in reports] == ["s4:image/s4", "s4:pathx/s4"]
+    assert seen == ["manual", "manual"] and all(r.step_s > 0 for r in reports)
+
+
 def test_bench_attention_long_smoke(capsys, tmp_path):
     """Every method runs, except flex's backward on the CPU (torch has none): that row says so
     and the run goes on; the CSV holds every row."""
@@ -197,3 +211,16 @@ def test_bench_pathx256_step_smoke():
     out = _bench("pathx256_step").main(["--smoke"])
     assert [r.name for r, _ in out] == ["transformer:pathx256", "s4:pathx256"]
     assert all(r.step_s > 0 and r.seq_len == 256 for r, _ in out)
+
+
+def test_bench_ssm_kernels_smoke(tmp_path, capsys):
+    """One process, every path of every case (L = 61: the manual FFT length 125 is not 2L), each
+    row written to the CSV; the reference, default and manual layer rows all measured."""
+    out = tmp_path / "rows.csv"
+    rows = _bench("ssm_kernels").main(["--smoke", "--csv", str(out)])
+    assert {r["kind"] for r in rows} == {"s4", "s4d", "dlr"}
+    for r in rows:
+        if r["part"] == "layer" and r["kernel"] in ("ref", "auto"):
+            assert r["ms"] > 0 and r["vs_default"] > 0 and r["vs_ref"] > 0 and not r["error"], r
+    assert len(out.read_text().strip().splitlines()) == len(rows) + 1
+    assert "vs_def" in capsys.readouterr().out

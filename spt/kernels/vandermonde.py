@@ -8,7 +8,7 @@
 
 Layers, as every fast path in spt: ``@triton.jit`` kernels -> launchers -> :class:`_Vandermonde`
 (``torch.autograd.Function``) -> :func:`vandermonde`; :func:`vandermonde_ref` is the plain-torch
-reference that materialises the (H, N, L) matrix. Neither fast path materialises it:
+reference that materialises the (H, N, L) matrix. No fast path materialises it:
 
 * Triton: one program per (row m*h, block of l) loops over n (forward); the backward loops over l.
 * torch ("chunked", the CPU fast path): write l = k*C + c with C ~ sqrt(L). Then
@@ -17,6 +17,10 @@ reference that materialises the (H, N, L) matrix. Neither fast path materialises
   channels are processed in groups so the intermediates stay near CHUNK_ELEMS elements.
   When x is one row shared by all channels (DLR's Lambda, passed as an expanded view), blocks of
   E = exp(x l) (N, chunk) are formed once and applied to all M * H rows by one GEMM.
+* gemm (opt-in, shared x only): the same GEMM with E (positions, N) formed block by block from
+  one exp per state and complex multiplies (the torch path's exp per entry cost more than its
+  GEMM on a CPU), in blocks of CUDA_GEMM_ELEMS / N positions on a GPU (one block at LRA lengths).
+  It does 1/(M H) of the Triton kernels' exp / cos / sin work, which recompute E for every row.
 
 Gradients (PyTorch's convention for complex inputs, grad = dLoss/dRe + i dLoss/dIm), with
 G = dLoss/dK and E = exp(x l):  grad_v = sum_l G conj(E),  grad_x = sum_m conj(v) sum_l G l conj(E).
@@ -225,8 +229,57 @@ def _bwd_shared(g: torch.Tensor, v: torch.Tensor, x0: torch.Tensor, L: int):
     return s[:, :, 0], s[:, :, 1]
 
 
+# ----------------------------------------------------------------------------- gemm path (opt-in)
+CUDA_GEMM_ELEMS = 1 << 24   # a GPU forms E for up to this many (position, state) pairs at once
+
+
+def _shared_powers(x0: torch.Tensor, L: int):
+    """Blocks of E = exp(x0 l) laid out (positions, N): yields (l0, l1, E[l0:l1]).
+
+    The first block's powers exp(x0 c) are computed once; block l0 is exp(x0 l0) * those (one
+    complex multiply per entry instead of an exp). Block length: about CHUNK_ELEMS / N positions
+    (CUDA_GEMM_ELEMS / N on a GPU, where one block covers an LRA length)."""
+    N = x0.shape[0]
+    budget = CUDA_GEMM_ELEMS if x0.is_cuda else CHUNK_ELEMS
+    step = min(L, max(1, budget // max(1, N)))
+    c = torch.arange(step, device=x0.device, dtype=x0.real.dtype)
+    Zc = torch.exp(c[:, None] * x0[None, :])                          # (step, N)
+    for l0 in range(0, L, step):
+        l1 = min(L, l0 + step)
+        yield l0, l1, (Zc[: l1 - l0] if l0 == 0 else Zc[: l1 - l0] * torch.exp(x0 * l0))
+
+
+def _interleaved(E: torch.Tensor) -> torch.Tensor:
+    """E (c, N) complex -> (c, 2N) real, columns [Re E_0, Im E_0, Re E_1, ...] (a view)."""
+    return torch.view_as_real(E).reshape(E.shape[0], -1)
+
+
+def _fwd_gemm(v: torch.Tensor, x0: torch.Tensor, L: int) -> torch.Tensor:
+    """Shared eigenvalues x0 (N,): K = Re(v E^T) as real GEMMs over blocks of positions,
+    [Re v_0, -Im v_0, Re v_1, ...] (M*H, 2N) @ [Re E; Im E] (2N, c), E computed once for all rows."""
+    M, H, N = v.shape
+    vv = torch.stack([v.real, -v.imag], dim=-1).reshape(M * H, 2 * N)
+    blocks = [(l0, l1, vv @ _interleaved(E).T) for l0, l1, E in _shared_powers(x0, L)]
+    out = blocks[0][2] if len(blocks) == 1 else torch.cat([b for _, _, b in blocks], dim=1)
+    return out.reshape(M, H, L)
+
+
+def _bwd_gemm(g: torch.Tensor, v: torch.Tensor, x0: torch.Tensor, L: int):
+    """S0 = G conj(E) and S1 = (G l) conj(E), (M, H, N) each: per block of positions one real
+    GEMM [G; G l] (2 M H, c) @ [Re E, Im E] (c, 2N) gives both sums' real and imaginary parts."""
+    M, H, N = v.shape
+    G = g.reshape(M * H, L).to(v.real.dtype)
+    s = torch.zeros(2 * M * H, 2 * N, dtype=G.dtype, device=v.device)
+    for l0, l1, E in _shared_powers(x0, L):
+        l = torch.arange(l0, l1, device=v.device, dtype=G.dtype)
+        Gb = G[:, l0:l1]
+        s += torch.cat([Gb, Gb * l], dim=0) @ _interleaved(E)
+    s = torch.view_as_complex(s.reshape(2, M, H, N, 2)).conj_physical()
+    return s[0], s[1]
+
+
 class _Vandermonde(torch.autograd.Function):
-    """Fast Vandermonde sum (Triton or chunked torch) with a recomputing backward."""
+    """Fast Vandermonde sum (Triton, chunked torch or gemm) with a recomputing backward."""
 
     @staticmethod
     def forward(ctx, v, x, L, backend):
@@ -234,6 +287,8 @@ class _Vandermonde(torch.autograd.Function):
         ctx.L, ctx.backend = L, backend
         if backend == "triton":
             return _fwd_triton(v, x, L)
+        if backend == "gemm":
+            return _fwd_gemm(v, x[0], L)
         if _shared(x):
             return _fwd_shared(v, x[0], L)
         return _fwd_torch(v, x, L)
@@ -243,6 +298,8 @@ class _Vandermonde(torch.autograd.Function):
         v, x = ctx.saved_tensors
         if ctx.backend == "triton":
             s0, s1 = _bwd_triton(g, v, x, ctx.L)
+        elif ctx.backend == "gemm":
+            s0, s1 = _bwd_gemm(g, v, x[0], ctx.L)
         elif _shared(x):
             s0, s1 = _bwd_shared(g, v, x[0], ctx.L)
         else:
@@ -257,7 +314,10 @@ def vandermonde(v: torch.Tensor, x: torch.Tensor, L: int, backend: str = "auto")
     """K[m, h, l] = Re sum_n v[m, h, n] exp(x[h, n] l) for l < L.
 
     v : (M, H, N) complex; x : (H, N) complex (broadcast views are fine); returns (M, H, L) real.
-    backend : "auto" | "triton" | "torch" | "ref" (see :mod:`spt.kernels._triton`).
+    backend : "auto" | "triton" | "torch" | "ref" (see :mod:`spt.kernels._triton`), or "gemm":
+    eigenvalues shared by all channels only (x an expanded (N,) row, DLR's Lambda), any device
+    and dtype: E = exp(x l) formed once by complex multiplies, one real GEMM per block of
+    positions for all M * H rows (opt-in; see the module docstring).
     Differentiable in v and x on every backend.
     """
     if v.dim() != 3 or x.dim() != 2 or v.shape[1:] != x.shape:
@@ -266,6 +326,11 @@ def vandermonde(v: torch.Tensor, x: torch.Tensor, L: int, backend: str = "auto")
     if not (v.is_complex() and x.is_complex()):
         raise TypeError("vandermonde: v and x must be complex tensors")
     x = x.to(v.dtype)
+    if backend == "gemm":
+        if not _shared(x):
+            raise ValueError("vandermonde: backend='gemm' needs eigenvalues shared by all channels "
+                             "(x an expanded (N,) row, as DLR's Lambda); use backend='auto'")
+        return _Vandermonde.apply(v, x, int(L), "gemm")
     b = resolve_backend(backend, v)
     if b == "ref":
         return vandermonde_ref(v, x, L)

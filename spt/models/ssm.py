@@ -45,6 +45,7 @@ import torch.nn as nn
 from torch.utils.checkpoint import checkpoint
 
 from ..kernels import c_to_ctilde, ctilde_to_c, dplr_discrete, dplr_kernel, fft_conv, vandermonde
+from ..kernels.fftconv import FFT_CONV_BACKENDS
 from ..ssm_config import SSMConfig
 from . import hippo
 from .dropout import Dropout
@@ -91,7 +92,7 @@ class _Kernel(nn.Module):
     recurrence is scale * Re(C x).
     """
 
-    backend = "auto"  # "auto" | "triton" | "torch" | "ref" (see spt.kernels)
+    backend = "auto"  # "auto" | "triton" | "torch" | "ref" | "gemm" (DLR only; see spt.kernels)
 
     def __init__(self, cfg: SSMConfig, n_dir: int):
         super().__init__()
@@ -295,7 +296,11 @@ class ConvBlock(nn.Module):
     """One residual block around a long convolution: norm -> (K * z + D z) -> GELU -> linear/GLU.
     forward(x (B, L, H), valid (B, L) or None) -> (B, L, H). The kernel module comes from
     ``kernel_fn(cfg, n_dir)`` and is called as ``kernel(L) -> (n_dir, H, L)`` (S4 / S4D / DLR
-    here, SGConv in :mod:`spt.models.sgconv`, a free kernel in :mod:`spt.models.free_conv`)."""
+    here, SGConv in :mod:`spt.models.sgconv`, a free kernel in :mod:`spt.models.free_conv`).
+    ``conv_backend`` is :func:`spt.kernels.fft_conv`'s backend ("autograd" or "manual"; set it
+    for a whole stack with :meth:`ConvStack.set_conv_backend`)."""
+
+    conv_backend = "autograd"
 
     def __init__(self, cfg, kernel_fn: Callable):
         super().__init__()
@@ -333,7 +338,7 @@ class ConvBlock(nn.Module):
         with torch.autocast(device_type=z.device.type, enabled=False):
             zf = z.float() if z.dtype != torch.float64 else z
             k = cap_reach(self.kernel(z.shape[1]), self.reach)
-            return fft_conv(zf, k) + zf * self.D.to(zf.dtype)
+            return fft_conv(zf, k, skip=self.D, backend=self.conv_backend)
 
     def _mix(self, x: torch.Tensor, z: torch.Tensor, valid: Optional[torch.Tensor]) -> torch.Tensor:
         """x + Out(GELU(K * z + D z)); z is the (normed) input, (B, L, H)."""
@@ -397,6 +402,16 @@ class ConvStack(nn.Module):
         self.causal = cfg.causal
         self.grad_checkpointing = False
 
+    def set_conv_backend(self, backend: str) -> "ConvStack":
+        """FFT convolution backend of every block: "autograd" (default) | "manual" (see
+        :func:`spt.kernels.fft_conv`; equal up to float rounding)."""
+        if backend not in FFT_CONV_BACKENDS:
+            raise ValueError(f"set_conv_backend: backend must be one of {FFT_CONV_BACKENDS}, "
+                             f"got {backend!r}")
+        for block in self.blocks:
+            block.conv_backend = backend
+        return self
+
     def forward(self, x: torch.Tensor, valid: Optional[torch.Tensor] = None) -> torch.Tensor:
         ckpt = self.grad_checkpointing and self.training and torch.is_grad_enabled()
         for block in self.blocks:
@@ -425,7 +440,8 @@ class SSMEncoder(ConvStack):
             paper_random_init_(self, cfg.random_std)
 
     def set_backend(self, backend: str) -> "SSMEncoder":
-        """Kernel backend of every layer: "auto" | "triton" | "torch" | "ref"."""
+        """Kernel backend of every layer: "auto" | "triton" | "torch" | "ref", or "gemm" for DLR
+        (its shared Lambda: one GEMM for all channels, :func:`spt.kernels.vandermonde`)."""
         for block in self.blocks:
             block.kernel.backend = backend
         return self

@@ -20,7 +20,7 @@ import dataclasses
 import math
 import time
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 
@@ -176,7 +176,9 @@ def measure_training_step(name: str, model_cfg, objective: ObjectiveConfig, spec
                           batch_size: int, device: torch.device, *, steps: int = 10,
                           warmup: int = 3, train_cfg: Optional[TrainConfig] = None,
                           peak_flops: Optional[float] = None, flops: Optional[float] = None,
-                          min_time: float = 0.0, find_syncs: bool = True) -> StepReport:
+                          min_time: float = 0.0, find_syncs: bool = True,
+                          configure: Optional[Callable[[torch.nn.Module], None]] = None
+                          ) -> StepReport:
     """Build the pretraining model of `model_cfg`, run `warmup` + `steps` training steps on a
     synthetic full-length batch and report time, tokens/s, FLOPs, MFU and peak memory.
 
@@ -187,10 +189,14 @@ def measure_training_step(name: str, model_cfg, objective: ObjectiveConfig, spec
     min_time   : go on stepping past `steps` until this many seconds have passed (at most
                  100 x steps), so that fast steps are timed over many.
     find_syncs : list the host-device syncs of one step (StepReport.host_syncs; CUDA only).
+    configure  : configure(model), if given, runs on the built model first (e.g. to choose
+                 kernel backends).
     """
     cfg = train_cfg or TrainConfig(device=str(device))
     torch.manual_seed(0)
     model = pretraining_model(model_cfg, spec, objective).to(device)
+    if configure is not None:
+        configure(model)
     set_grad_checkpointing(model, cfg.grad_checkpointing)
     model.train()
     obj = Denoising(objective, spec)
