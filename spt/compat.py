@@ -38,10 +38,13 @@ LATER_TRAIN_FIELDS = {"eval_every": 1, "wd_groups": "matrices", "schedule_steps"
 # those files ran with. A config holding that value is stored without the field, so its stored form
 # is the one it had before the field existed: a study's result files, a run's last.pt (resuming
 # compares stored configs) and hub folders still match the configs that made them. A stored dict
-# without the field reads back as holding that value.
+# without the field reads back as holding that value. Every other field is stored, so changing a
+# field's default (Mamba2Config.d_state 64 -> 128) changes new configs only: a stored config reads
+# back with the value it ran with.
 LATER_MODEL_FIELDS = {"head": "mlp", "dt_lr": None, "n_ssm": None, "tie_dropout": False,
                       "reach": None, "task_init": None, "locality_bias": False,
-                      "local_backend": "gather"}
+                      "local_backend": "gather", "mlp_multiple": 0, "block_norm": "layer",
+                      "conv_bias": True, "recurrent_lr_scale": None}
 
 # Names under which earlier versions stored a model config type: the Transformer's config was
 # called "ModelConfig" (and a dict without "type" was one).

@@ -2,9 +2,12 @@
 
 Each config is a stack of ``n_layers`` pre-norm residual blocks around one mixer
 (:class:`spt.models.mixers.stack.MixerStack`), with an optional SwiGLU MLP block after each mixer
-(``mlp_expand``), sized by named fields. The shared fields are :class:`MixerConfig`'s; each
-subclass adds its mixer's own and names the class that builds it (``mixer``, an import path, so
-this module needs no torch and a checkpoint's ``{"type": "MambaConfig", ...}`` rebuilds it).
+(``mlp_expand``, ``mlp_multiple``), sized by named fields. Each config's defaults are its authors'
+layer and block (the reference files are named in :mod:`spt.studies.mixer_authors`); where spt
+departs from them, :func:`spt.studies.mixer_authors.departures` says how. The shared fields are
+:class:`MixerConfig`'s; each subclass adds its mixer's own and names the class that builds it
+(``mixer``, an import path, so this module needs no torch and a checkpoint's ``{"type":
+"MambaConfig", ...}`` rebuilds it).
 
 causal=True : every mixer runs its recurrence left to right (next-token self-pretraining);
 causal=False: each mixer runs it both ways, one set of direction parameters per way sharing the
@@ -27,11 +30,39 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Optional
 
 from .config import Head, Pooling, _check_choice, check_finite
 
 _POSITIONS = ("none", "sinusoidal", "learned")
+_NORMS = ("layer", "rms")
+
+# fla's rule for a GatedDeltaNet layer's key width: num_heads * head_dim = 0.75 * hidden_size
+# (fla/layers/gated_deltanet.py, its class docstring)
+GDN_KEY_RATIO = 0.75
+
+
+def mlp_width(cfg) -> int:
+    """The hidden width of a mixer config's SwiGLU MLP (0: no MLP). mlp_multiple 0: mlp_expand * D;
+    m > 0: fla's GatedMLP rule, int(D * mlp_expand * 2 / 3) rounded up to a multiple of m
+    (fla/modules/mlp.py, hidden_ratio = mlp_expand)."""
+    if not cfg.mlp_expand:
+        return 0
+    if not cfg.mlp_multiple:
+        return cfg.mlp_expand * cfg.d_model
+    width = (cfg.d_model * cfg.mlp_expand * 2) // 3
+    return cfg.mlp_multiple * -(-width // cfg.mlp_multiple)
+
+
+def gated_deltanet_heads(d_model: int, n_heads: int, head_dim: int) -> tuple[int, int]:
+    """(heads, key width per head) of a Gated DeltaNet layer. head_dim 0: n_heads heads of
+    D / n_heads; n_heads 0: heads of head_dim, as many as make the key width closest to
+    GDN_KEY_RATIO * D, at least one (fla's default: D = 2048, 6 heads of 256)."""
+    if not head_dim:
+        return n_heads, d_model // n_heads
+    if not n_heads:
+        return max(1, round(GDN_KEY_RATIO * d_model / head_dim)), head_dim
+    return n_heads, head_dim
 
 
 @dataclass(frozen=True)
@@ -40,8 +71,13 @@ class MixerConfig:
 
     d_model    : width D; every block maps (B, L, D) -> (B, L, D).
     n_layers   : number of mixer blocks.
-    mlp_expand : 0 for mixer-only blocks (Mamba's design); k > 0 adds a pre-norm SwiGLU MLP of
-                 hidden width k * D after every mixer (the GLA / Gated DeltaNet / LRU papers' blocks).
+    mlp_expand : 0 for mixer-only blocks (Mamba's and the LRU's design); k > 0 adds a pre-norm
+                 SwiGLU MLP after every mixer (GLA's and Gated DeltaNet's blocks), of hidden width
+                 k * D, or by fla's rule with mlp_multiple (:func:`mlp_width`).
+    mlp_multiple : 0: the MLP's hidden width is mlp_expand * D; m > 0: int(2/3 * mlp_expand * D)
+                 rounded up to a multiple of m (fla's GatedMLP with hidden_ratio mlp_expand: 4, 256).
+    block_norm : "rms" | "layer": the norm before every mixer and MLP and after the last block
+                 (RMSNorm: mamba-ssm's and fla's blocks; LayerNorm).
     causal     : True: position t sees inputs <= t; False: each mixer runs both ways.
     positions  : "none" | "sinusoidal" | "learned" (a table added to the stack's input; the
                  recurrences know order without one).
@@ -53,10 +89,14 @@ class MixerConfig:
 
     mixer: ClassVar[str] = ""
     kind: ClassVar[str] = ""
+    # the epsilon of block_norm="rms" (mamba-ssm's blocks 1e-5, fla's models 1e-6)
+    rms_eps: ClassVar[float] = 1e-5
 
     d_model: int = 64
     n_layers: int = 2
     mlp_expand: int = 0
+    mlp_multiple: int = 0
+    block_norm: str = "rms"
     causal: bool = False
     positions: str = "none"
     max_len: int = 1024
@@ -78,6 +118,10 @@ class MixerConfig:
                 raise ValueError(f"{c}.{name} must be > 0, got {getattr(self, name)!r}")
         if self.mlp_expand < 0:
             raise ValueError(f"{c}.mlp_expand must be >= 0 (0: no MLP), got {self.mlp_expand!r}")
+        if self.mlp_multiple < 0:
+            raise ValueError(f"{c}.mlp_multiple must be >= 0 (0: width mlp_expand * D), got "
+                             f"{self.mlp_multiple!r}")
+        _check_choice(c, "block_norm", self.block_norm, _NORMS)
         if not isinstance(self.causal, bool):
             raise TypeError(f"{c}.causal must be True or False, got {self.causal!r}")
         _check_choice(c, "positions", self.positions, _POSITIONS)
@@ -126,7 +170,8 @@ class MambaConfig(MixerConfig):
     width d_conv on x, SiLU, the selective SSM with state N = d_state per channel (dt, B, C from x;
     dt through a rank dt_rank projection, dt_rank 0 = ceil(D / 16)), gate by SiLU(z),
     out-projection. A = -(1..N) per channel (S4D-real), dt initialised log-uniform in
-    [dt_min, dt_max]; no weight decay on A_log, D and the dt bias (the authors' hints)."""
+    [dt_min, dt_max]; no weight decay on A_log, D and the dt bias (the authors' hints). Defaults:
+    mamba-ssm's Mamba in its language model's block (RMSNorm, no MLP)."""
 
     mixer: ClassVar[str] = "spt.models.mixers.mamba:Mamba"
     kind: ClassVar[str] = "mamba"
@@ -150,14 +195,16 @@ class Mamba2Config(MixerConfig):
     convolution over (x, B, C); the SSD recurrence with a scalar decay per head
     h_t = exp(dt_t A_h) h_{t-1} + dt_t B_t x_t^T, y_t = C_t h_t + D x_t over heads of head_dim
     channels (E * D / head_dim heads, B and C shared by all heads: one group); a gated RMSNorm
-    (y * SiLU(z)) and the out-projection. A_h = -U(1, 16), dt log-uniform in [dt_min, dt_max]."""
+    (y * SiLU(z)) and the out-projection. A_h = -U(1, 16), dt log-uniform in [dt_min, dt_max].
+    Defaults: mamba-ssm's Mamba2 (d_state 128, headdim 64, expand 2, d_conv 4); the width sets the
+    head count."""
 
     mixer: ClassVar[str] = "spt.models.mixers.mamba2:Mamba2"
     kind: ClassVar[str] = "mamba2"
 
-    d_state: int = 64
+    d_state: int = 128
     expand: int = 2
-    head_dim: int = 32
+    head_dim: int = 64
     d_conv: int = 4
     dt_min: float = 0.001
     dt_max: float = 0.1
@@ -177,22 +224,35 @@ class GatedDeltaNetConfig(MixerConfig):
     with q, k after a short causal convolution, SiLU and L2 normalisation, beta = sigmoid(.), the
     decay a_t = exp(-exp(A_log) softplus(. + dt_bias)) (Mamba-2's), and an output gate through a
     gated RMSNorm. n_heads heads of key width head_dim and value width expand_v * head_dim
-    (head_dim 0: D / n_heads)."""
+    (:func:`gated_deltanet_heads`: head_dim 0 splits D into n_heads; n_heads 0 lets the width set
+    the head count, key width about 0.75 D, fla's rule). conv_bias: a bias on the short
+    convolutions. Defaults: fla's GatedDeltaNet (heads of 256, expand_v 2, conv_size 4, no conv
+    bias) in its model's block (RMSNorm, GatedMLP with hidden_ratio 4 rounded to 256)."""
 
     mixer: ClassVar[str] = "spt.models.mixers.gated_deltanet:GatedDeltaNet"
     kind: ClassVar[str] = "gated_deltanet"
+    rms_eps: ClassVar[float] = 1e-6
 
-    n_heads: int = 4
-    head_dim: int = 0
+    mlp_expand: int = 4
+    mlp_multiple: int = 256
+    n_heads: int = 0
+    head_dim: int = 256
     expand_v: int = 2
     d_conv: int = 4
+    conv_bias: bool = False
 
     def check(self):
-        _positive(self, "n_heads", "expand_v", "d_conv")
-        _positive(self, "head_dim", allow_zero=True)
+        _positive(self, "expand_v", "d_conv")
+        _positive(self, "n_heads", "head_dim", allow_zero=True)
+        if not self.n_heads and not self.head_dim:
+            raise ValueError("GatedDeltaNetConfig: set n_heads or head_dim (0 for both leaves the "
+                             "head size unknown)")
         if not self.head_dim and self.d_model % self.n_heads:
             raise ValueError(f"GatedDeltaNetConfig: n_heads={self.n_heads} must divide d_model="
                              f"{self.d_model} (or set head_dim)")
+        if not isinstance(self.conv_bias, bool):
+            raise TypeError(f"GatedDeltaNetConfig.conv_bias must be True or False, got "
+                            f"{self.conv_bias!r}")
 
 
 @dataclass(frozen=True)
@@ -201,11 +261,15 @@ class GLAConfig(MixerConfig):
     S_t = diag(a_t) S_{t-1} + k_t v_t^T, o_t = q_t S_t, with the data-dependent forget gate
     a_t = exp(logsigmoid(W2 W1 x_t + b) / gate_norm) through a rank gate_rank projection; key width
     expand_k * D, value width expand_v * D over n_heads heads; output gated by SiLU(W_g x) after a
-    per-head RMSNorm."""
+    per-head RMSNorm. Defaults: fla's GLA (4 heads, expand_k 0.5, expand_v 1, gate rank 16,
+    normaliser 16) in its model's block (RMSNorm, GatedMLP with hidden_ratio 4 rounded to 256)."""
 
     mixer: ClassVar[str] = "spt.models.mixers.gla:GLA"
     kind: ClassVar[str] = "gla"
+    rms_eps: ClassVar[float] = 1e-6
 
+    mlp_expand: int = 4
+    mlp_multiple: int = 256
     n_heads: int = 4
     expand_k: float = 0.5
     expand_v: float = 1.0
@@ -227,19 +291,32 @@ class LRUConfig(MixerConfig):
     2023): a diagonal complex recurrence x_t = lambda * x_{t-1} + gamma * (B u_t) with d_state
     modes (0: D), |lambda| initialised uniform on the ring [r_min, r_max] and its phase in
     [0, max_phase], stable exponential parameterisation and gamma normalisation; output
-    Re(C x_t) + D * u_t, then GELU and a GLU (the paper's block)."""
+    Re(C x_t) + D * u_t, then GELU and a GLU (the paper's block). The paper picks the ring per task
+    (spt.studies.mixer_authors.LRU_TASKS); the defaults are its sCIFAR ring.
+
+    recurrent_lr_scale : the learning rate of the recurrent parameters (nu, theta, gamma and B) as
+        a multiple of the run's, without weight decay (minimal-LRU's "ssm" group, lr_factor 0.5);
+        None: nu, theta and gamma without weight decay at the run's rate, B decayed as a matrix.
+    Block: mixer-only, LayerNorm (the LRU's LRA runs use BatchNorm, which spt does not offer here:
+    :mod:`spt.studies.mixer_authors` says why)."""
 
     mixer: ClassVar[str] = "spt.models.mixers.lru:LRU"
     kind: ClassVar[str] = "lru"
 
+    block_norm: str = "layer"
     d_state: int = 0
     r_min: float = 0.9
     r_max: float = 0.999
     max_phase: float = 6.283
+    recurrent_lr_scale: Optional[float] = 0.5
 
     def check(self):
         _positive(self, "d_state", allow_zero=True)
         _positive(self, "max_phase")
+        scale = self.recurrent_lr_scale
+        if scale is not None and (isinstance(scale, (bool, str)) or not scale > 0):
+            raise ValueError(f"LRUConfig.recurrent_lr_scale must be a factor > 0 of the run's "
+                             f"lr, or None (the run's lr), got {scale!r}")
         if not 0.0 <= self.r_min < self.r_max < 1.0:
             raise ValueError(f"LRUConfig: need 0 <= r_min < r_max < 1, got r_min={self.r_min!r}, "
                              f"r_max={self.r_max!r}")

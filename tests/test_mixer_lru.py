@@ -63,12 +63,36 @@ def test_causal_sees_back_bidirectional_sees_both_ways():
 
 
 def test_no_weight_decay_on_the_recurrence_and_the_split():
-    mixer = LRU(D, causal=False)
+    mixer = LRU(D, causal=False, recurrent_lr_scale=None)
     hinted = {n for n, p in mixer.named_parameters() if getattr(p, "_optim", {}).get("weight_decay") == 0.0}
     assert hinted == {f"cores.{k}.{n}" for k in (0, 1) for n in ("nu_log", "theta_log", "gamma_log")}
+    assert not any("lr_scale" in getattr(p, "_optim", {}) for p in mixer.parameters())
     shared = {n for n, _ in mixer.named_parameters() if not n.startswith("cores.")}
     assert shared == {"glu.weight", "glu.bias"}
     assert mixer.cores[0].B_re.shape == (D, D)  # d_state 0: D modes
+
+
+def test_recurrent_parameters_train_as_minimal_lru_trains_them():
+    """minimal-LRU lru/train_helpers.py: nu_log, theta_log, gamma_log, B_re and B_im in an Adam
+    group without weight decay at lr_factor (run_train.py default 0.5) times the base lr."""
+    from spt.config import TrainConfig
+    from spt.train.optim import build_optimizer
+    mixer = LRU(D, causal=False)
+    recurrent = {f"cores.{k}.{n}" for k in (0, 1)
+                 for n in ("nu_log", "theta_log", "gamma_log", "B_re", "B_im")}
+    hinted = {n for n, p in mixer.named_parameters() if hasattr(p, "_optim")}
+    assert hinted == recurrent
+    opt = build_optimizer(mixer, TrainConfig(lr=2e-3, weight_decay=0.05))
+    names = dict(zip(map(id, mixer.parameters()), (n for n, _ in mixer.named_parameters())))
+    for group in opt.param_groups:
+        inside = {names[id(p)] in recurrent for p in group["params"]}
+        assert len(inside) == 1
+        want = (1e-3, 0.0) if inside == {True} else (2e-3, 0.05)
+        if inside == {False} and all(p.ndim < 2 for p in group["params"]):
+            want = (2e-3, 0.0)  # vectors: no weight decay under wd_groups "matrices"
+        assert (group["lr"], group["weight_decay"]) == want
+    with pytest.raises(ValueError, match="recurrent_lr_scale"):
+        LRUConfig(recurrent_lr_scale=0.0)
 
 
 def test_a_ring_outside_the_unit_disc_is_named():

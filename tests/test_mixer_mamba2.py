@@ -121,6 +121,17 @@ def test_init_follows_the_paper():
     assert (core.D == 1).all()
 
 
+def test_default_shape_is_mamba_ssms():
+    """mamba_ssm/modules/mamba2.py: d_state 128, headdim 64, expand 2, d_conv 4, ngroups 1; its
+    in_proj makes 2 * d_inner + 2 * d_state + nheads channels, its conv d_inner + 2 * d_state."""
+    cfg = Mamba2Config()
+    assert (cfg.d_state, cfg.head_dim, cfg.expand, cfg.d_conv) == (128, 64, 2, 4)
+    mixer = Mamba2(64, causal=True)
+    assert mixer.cores[0].n_heads == 2
+    assert mixer.in_proj.out_features == 2 * 128 + 2 * 128 + 2
+    assert mixer.cores[0].conv.conv.in_channels == 128 + 2 * 128
+
+
 def test_head_dim_must_divide_the_inner_width():
     with pytest.raises(ValueError, match="head_dim=12 must divide"):
         Mamba2(D, head_dim=12)

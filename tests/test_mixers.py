@@ -13,14 +13,25 @@ import matplotlib.pyplot as plt  # noqa: E402
 from spt.analysis.receptive_field import layer_profiles
 from spt.config import ObjectiveConfig, TrainConfig, replace
 from spt.data.task import TaskSpec
-from spt.mixer_config import MIXER_CONFIGS, MixerConfig
+from spt.mixer_config import (
+    MIXER_CONFIGS,
+    GatedDeltaNetConfig,
+    GLAConfig,
+    Mamba2Config,
+    MambaConfig,
+    MixerConfig,
+    mlp_width,
+)
 from spt.model_config import model_config_from_dict, model_config_to_dict
 from spt.models.model import SequenceModel, classifier_model, pretraining_model
 from spt.train.optim import build_optimizer
 from spt.viz import fig_receptive_field
 
 SPEC = TaskSpec("toy", 24, 5, vocab_size=12)
-CONFIGS = [cls(d_model=16, n_layers=2, max_len=24) for cls in MIXER_CONFIGS]
+# the authors' heads (Mamba-2's 64, Gated DeltaNet's 256) shrunk to d = 16, and fla's MLP rounding
+SMALL = {Mamba2Config: dict(d_state=16, head_dim=8), GatedDeltaNetConfig: dict(head_dim=8, mlp_multiple=16),
+         GLAConfig: dict(mlp_multiple=16)}
+CONFIGS = [cls(d_model=16, n_layers=2, max_len=24, **SMALL.get(cls, {})) for cls in MIXER_CONFIGS]
 IDS = [cls.kind for cls in MIXER_CONFIGS]
 
 
@@ -92,3 +103,29 @@ def test_the_stack_has_one_block_per_layer_with_its_mlp():
     from spt.models.mixers.stack import MixerStack
     stack = MixerStack(dataclasses.replace(CONFIGS[0], mlp_expand=2, n_layers=3))
     assert len(stack.blocks) == 3 and all(b.mlp is not None for b in stack.blocks)
+
+
+def test_the_mlp_width_follows_flas_gated_mlp_rule():
+    """fla/modules/mlp.py: intermediate = int(D * hidden_ratio * 2 / 3) rounded up to 256."""
+    for d, want in ((2048, 5632), (1024, 2816), (104, 512), (72, 256), (96, 256)):
+        assert mlp_width(GLAConfig(d_model=d)) == want
+        assert mlp_width(GatedDeltaNetConfig(d_model=d)) == want
+    assert mlp_width(GLAConfig(d_model=32, mlp_expand=2, mlp_multiple=0)) == 64
+    assert mlp_width(MambaConfig(d_model=32)) == 0
+    with pytest.raises(ValueError, match="mlp_multiple"):
+        GLAConfig(mlp_multiple=-1)
+
+
+def test_blocks_use_the_authors_norm():
+    """RMSNorm (a scale, no bias) before every mixer and MLP and after the last block where the
+    authors' blocks have it (mamba-ssm, fla); LayerNorm on request, and for the LRU."""
+    from spt.models.mixers.stack import MixerStack
+    stack = MixerStack(CONFIGS[IDS.index("gla")])
+    norms = [stack.norm] + [n for b in stack.blocks for n in (b.mix.norm, b.mlp.norm)]
+    assert all(isinstance(n, torch.nn.RMSNorm) and n.eps == 1e-6 for n in norms)
+    assert MixerStack(CONFIGS[IDS.index("mamba")]).norm.eps == 1e-5
+    layer = MixerStack(replace(CONFIGS[IDS.index("mamba")], block_norm="layer"))
+    assert isinstance(layer.norm, torch.nn.LayerNorm)
+    assert isinstance(MixerStack(CONFIGS[IDS.index("lru")]).blocks[0].mix.norm, torch.nn.LayerNorm)
+    with pytest.raises(ValueError, match="block_norm"):
+        replace(CONFIGS[0], block_norm="batch")

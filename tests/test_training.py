@@ -141,6 +141,17 @@ def test_no_weight_decay_on_norms_and_biases():
     assert all(n.endswith("weight") and "norm" not in n for n in groups[0.1])
 
 
+def test_an_lr_scale_hint_multiplies_the_parameters_lr():
+    lin = torch.nn.Linear(2, 2)
+    lin.weight._optim = {"lr_scale": 0.5, "weight_decay": 0.0}
+    lin.bias._optim = {"lr": 1e-2, "lr_scale": 0.25}
+    lrs = {g["names"][0]: (g["lr"], g["weight_decay"]) for g in param_groups(lin, cfg(lr=2e-3))}
+    assert lrs == {"weight": (1e-3, 0.0), "bias": (2.5e-3, 0.0)}
+    lin.bias._optim = {"lr_factor": 0.5}
+    with pytest.raises(ValueError, match="'lr', 'lr_scale' and 'weight_decay'"):
+        param_groups(lin, cfg())
+
+
 def test_lr_schedule_warmup_then_cosine():
     assert lr_factor(0, 100, 10, "cosine") == pytest.approx(0.1)
     assert lr_factor(9, 100, 10, "cosine") == pytest.approx(1.0)

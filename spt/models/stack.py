@@ -1,8 +1,9 @@
-"""A stack of residual blocks followed by a final LayerNorm: the layer stack of the Transformer and
-of a user's layers (:class:`~spt.models.user_layers.LayerStack`)."""
+"""A stack of residual blocks followed by a final norm (LayerNorm unless told): the layer stack of
+the Transformer, of a user's layers (:class:`~spt.models.user_layers.LayerStack`) and of the
+mixers."""
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from typing import Callable, Iterable, Optional
 
 import torch
 import torch.nn as nn
@@ -10,7 +11,8 @@ from torch.utils.checkpoint import checkpoint
 
 
 class NormedStack(nn.Module):
-    """blocks, each (x (B, L, d), valid (B, L) bool or None) -> (B, L, d), then LayerNorm(d).
+    """blocks, each (x (B, L, d), valid (B, L) bool or None) -> (B, L, d), then norm(d)
+    (nn.LayerNorm unless another norm is given).
 
     causal : whether position t only sees positions <= t (a Backbone reads it).
     grad_checkpointing : when True (set by TrainConfig.grad_checkpointing), training recomputes
@@ -19,10 +21,11 @@ class NormedStack(nn.Module):
     Parameters: ``blocks.<i>.*`` and ``norm.*``.
     """
 
-    def __init__(self, blocks: Iterable[nn.Module], d_model: int, causal: bool):
+    def __init__(self, blocks: Iterable[nn.Module], d_model: int, causal: bool,
+                 norm: Callable[[int], nn.Module] = nn.LayerNorm):
         super().__init__()
         self.blocks = nn.ModuleList(blocks)
-        self.norm = nn.LayerNorm(d_model)
+        self.norm = norm(d_model)
         self.causal = causal
         self.grad_checkpointing = False
 

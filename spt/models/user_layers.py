@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 import torch.nn as nn
@@ -188,11 +188,13 @@ def build_layer(cls: type, cfg: LayerConfig, causal: bool) -> nn.Module:
 
 
 class LayerBlock(nn.Module):
-    """x + Dropout(layer(LayerNorm(x) with padded positions zeroed)). (B, L, D) -> (B, L, D)."""
+    """x + Dropout(layer(norm(x) with padded positions zeroed)). (B, L, D) -> (B, L, D).
+    norm : builds the norm from the width (nn.LayerNorm unless given)."""
 
-    def __init__(self, layer: nn.Module, d_model: int, dropout: float):
+    def __init__(self, layer: nn.Module, d_model: int, dropout: float,
+                 norm: Callable[[int], nn.Module] = nn.LayerNorm):
         super().__init__()
-        self.norm = nn.LayerNorm(d_model)
+        self.norm = norm(d_model)
         self.layer = layer
         self.drop = Dropout(dropout)
         self._takes_valid = _takes(layer.forward, "valid")

@@ -128,7 +128,8 @@ class Arm(Job):
                 validation score is reported, as App. C.1.4 does for scratch on Text);
                 empty = `train.lr` only.
     note      : how this arm reads the paper where the paper is ambiguous, or why a preset stands
-                in for it, one line ("" = nothing to say); not part of the result's identity.
+                in for it, one line per note ("" = nothing to say); not part of the result's
+                identity.
                 Shown under each study's table with the departures found by
                 :mod:`spt.studies.fidelity`.
     row       : (model key, task key) of the paper settings this arm follows

@@ -20,6 +20,12 @@ init, DLR) do. Two things differ, both stated in spt.studies.departures:
 - learning rate: S4's rates are tuned for S4 (its state-space parameters train at their own rate);
   a mixer's supervised runs try LR_GRID (each a full run, the best on validation kept, as C.1.4
   does for Text) and its pretraining takes the S4 row's rate.
+
+Each mixer is at its authors' default shape (MIXERS: the spt.mixer_config defaults, read from the
+authors' code, :mod:`spt.studies.mixer_authors`), and the LRU at the LRU paper's settings of each
+task (ring, phase, state size). Where the parameter match forces a width, the authors' head size
+stays (Mamba-2's 64, Gated DeltaNet's 256) and the head count follows. What still departs from the
+authors, ``STUDY.deviations("paper")`` prints, each with its reason.
 """
 from __future__ import annotations
 
@@ -35,6 +41,7 @@ from ..paper.results import TABLE2
 from .arms import Arm
 from .job import Entry, GridPreset
 from .lra_transformers import task_ref
+from .mixer_authors import LRU_TASKS
 from .model_scales import count_parameters_of, width_for_params
 from .paper_arms import scratch_arm, spt_arm
 from .smoke import smoke_arm, smoke_digits
@@ -44,15 +51,27 @@ from .tables import compare_table, spt_gains, with_gains, with_your_models
 NAME = "13_modern_architectures"
 TASKS = ("listops", "text", "retrieval", "image", "pathfinder", "pathx")
 
-# Each mixer at its authors' default shape; the width and depth are set per task. Mamba and
-# Mamba-2 blocks are mixer-only (their papers' design); GLA's and Gated DeltaNet's papers follow
-# every mixer with a SwiGLU MLP; LRU's block ends in its own GLU.
+# Each mixer at its authors' default shape (the configs' defaults); the width and depth are set per
+# task, and the LRU's ring, phase and state size (LRU_TASKS). Mamba and Mamba-2 blocks are
+# mixer-only (mamba-ssm's); fla's GLA and Gated DeltaNet blocks follow every mixer with a SwiGLU MLP
+# (fla's GatedMLP); the LRU's block ends in its own GLU.
 MIXERS = {
     "mamba": MambaConfig(),
     "mamba2": Mamba2Config(),
-    "gated_deltanet": GatedDeltaNetConfig(mlp_expand=2),
-    "gla": GLAConfig(mlp_expand=2),
+    "gated_deltanet": GatedDeltaNetConfig(),
+    "gla": GLAConfig(),
     "lru": LRUConfig(),
+}
+# The mixers' shapes at the smoke and laptop sizes (d = 16 to 32), where the authors' heads (64 and
+# 256 channels) cannot fit: spt's own small shapes (heads that split the width, LayerNorm blocks, a
+# SwiGLU of 2 D, the LRU's ring [0.9, 0.999] and recurrent parameters at the run's rate).
+SMALL_SHAPES = {
+    "mamba": dict(block_norm="layer"),
+    "mamba2": dict(d_state=64, head_dim=32, block_norm="layer"),
+    "gated_deltanet": dict(n_heads=4, head_dim=0, conv_bias=True, mlp_expand=2, mlp_multiple=0,
+                           block_norm="layer"),
+    "gla": dict(mlp_expand=2, mlp_multiple=0, block_norm="layer"),
+    "lru": dict(d_state=0, r_min=0.9, r_max=0.999, max_phase=6.283, recurrent_lr_scale=None),
 }
 MODELS = ("transformer", "s4", *MIXERS)
 
@@ -76,8 +95,8 @@ def s4_size(task: str) -> int:
 
 
 def width_step(cfg) -> int:
-    """The finest width grid the mixer's shape allows: multiples of 4, or of 8 or 16 where its heads
-    need it (Mamba-2's head_dim 32 must divide expand * d_model)."""
+    """The finest width grid the mixer's shape allows: multiples of 4, or coarser where its heads
+    need it (Mamba-2's head_dim 64 must divide expand * d_model: multiples of 32)."""
     for step in (4, 8, 16, 32, 64):
         try:
             replace(cfg, d_model=step)
@@ -94,11 +113,29 @@ def sized_like(cfg, target: int):
 
 
 def mixer_model(name: str, task: str):
-    """MIXERS[name] with the S4 row's depth, dropout, pooling, head and length on `task`, at the
-    width whose parameter count is closest to the S4 row's (:func:`sized_like`)."""
+    """MIXERS[name] with the S4 row's depth, dropout, pooling, head and length on `task` (the LRU
+    also with the LRU paper's ring, phase and state size there: LRU_TASKS), at the width whose
+    parameter count is closest to the S4 row's (:func:`sized_like`)."""
     s4 = ssm_row(task, "s4").model
-    return sized_like(replace(MIXERS[name], n_layers=s4.n_layers, dropout=s4.dropout,
-                              pooling=s4.pooling, head=s4.head, max_len=s4.max_len), s4_size(task))
+    cfg = replace(MIXERS[name], n_layers=s4.n_layers, dropout=s4.dropout, pooling=s4.pooling,
+                  head=s4.head, max_len=s4.max_len)
+    if isinstance(cfg, LRUConfig):
+        cfg = replace(cfg, **LRU_TASKS[task]._asdict())
+    return sized_like(cfg, s4_size(task))
+
+
+SIZE_TOLERANCE = 0.1
+
+
+def size_note(name: str, task: str, model) -> str:
+    """"" when `model`'s classifier is within SIZE_TOLERANCE of the S4 row's parameter count on
+    `task`; otherwise a line saying by how much it misses and why (its width grid)."""
+    n, target = count_parameters_of(model), s4_size(task)
+    if abs(n - target) <= SIZE_TOLERANCE * target:
+        return ""
+    return (f"{name} on {task}: {n:,} parameters, {n / target - 1:+.0%} against the S4 row's "
+            f"{target:,}: its heads of the authors' size allow widths in steps of "
+            f"{width_step(model)} only, and D = {model.d_model} gives the nearest count")
 
 
 def mixer_arms(name: str, task: str) -> dict:
@@ -106,12 +143,14 @@ def mixer_arms(name: str, task: str) -> dict:
     s4 = ssm_row(task, "s4")
     model, grid = mixer_model(name, task), LR_GRID[name]
     row = ("mixer", task)
+    note = "\n".join(n for n in (MIXER_NOTE, size_note(name, task, model)) if n)
     supervised = replace(s4.finetune, lr=grid[0])
-    scratch = Arm(model=model, train=supervised, lr_grid=grid, row=row, note=MIXER_NOTE)
+    scratch = Arm(model=model, train=supervised, lr_grid=grid, row=row, note=note)
     masked = Arm(model=model, objective=s4.objective, pretrain=s4.pretrain, train=supervised,
-                 lr_grid=grid, row=row, note=MIXER_NOTE)
+                 lr_grid=grid, row=row, note=note)
     causal = dataclasses.replace(
-        masked, model=replace(model, causal=True), row=("mixer_causal", task), note=CAUSAL_NOTE,
+        masked, model=replace(model, causal=True), row=("mixer_causal", task),
+        note=note.replace(MIXER_NOTE, CAUSAL_NOTE),
         objective=ObjectiveConfig(kind="causal", loss=s4.objective.loss))
     return {"scratch": scratch, "masked": masked, "causal": causal}
 
@@ -167,7 +206,8 @@ def smoke(data_root=None) -> GridPreset:
         if i == "causal" and m != "mamba":  # one causal SPT arm checks that path
             continue
         sizes = dict(d_model=16, n_layers=1) if m in MIXERS else {}
-        arm = dataclasses.replace(arm, lr_grid=()) if m in MIXERS else arm
+        if m in MIXERS:  # spt's small shapes: the authors' heads do not fit d = 16
+            arm = dataclasses.replace(arm, lr_grid=(), model=replace(arm.model, **SMALL_SHAPES[m]))
         entries.append(Entry((("task", "digits"), ("model", m), ("init", i)), ref,
                              smoke_arm(arm, 64, epochs=1, **sizes)))
     return GridPreset("smoke", tuple(entries), seeds=(0,), note=(
@@ -184,8 +224,9 @@ def smoke(data_root=None) -> GridPreset:
 # it would triple the time), the same budgets for every model.
 LAPTOP_D, LAPTOP_LAYERS = 32, 2
 LAPTOP_SEEDS = (0, 1, 2)
-# Mamba-2's heads of 32 channels leave only widths 16 and 32 near the laptop size: heads of 16
-LAPTOP_SHAPES = {"mamba2": {"head_dim": 16}}
+# spt's small shapes (SMALL_SHAPES); Mamba-2's heads of 32 channels leave only widths 16 and 32 near
+# the laptop size: heads of 16
+LAPTOP_SHAPES = {**SMALL_SHAPES, "mamba2": {**SMALL_SHAPES["mamba2"], "head_dim": 16}}
 LAPTOP_LR = dict(pretrain=2e-3, supervised=1e-3)
 # task: (pretraining steps, its validation interval in epochs, supervised max epochs, patience,
 #        supervised validation interval in epochs, mask ratio)
@@ -194,7 +235,11 @@ LAPTOP_LR = dict(pretrain=2e-3, supervised=1e-3)
 LAPTOP_BUDGETS = {"digits": (400, 10, 150, 60, 10, 0.5), "listops": (400, 1, 6, 3, 1, 0.1)}
 LAPTOP_NOTE = ("laptop preset: digits 8x8 as pixel tokens and generated ListOps stand in for the "
                "LRA tasks; every model at the parameter count of a d=32 x 2 S4, one lr per stage, "
-               "the same budgets for all")
+               "the same budgets for all; the mixers at spt's own small shapes, not their "
+               "authors' (heads of 64 and 256 channels cannot fit d=32): Mamba-2 heads of 16 and "
+               "d_state 64, Gated DeltaNet 4 heads of D/4 with a conv bias, GLA and Gated "
+               "DeltaNet a SwiGLU of 2D, LayerNorm blocks, the LRU's ring [0.9, 0.999] with its "
+               "recurrent parameters at the run's lr")
 
 
 def laptop_s4(seq_len: int):
@@ -214,7 +259,7 @@ def laptop_models(seq_len: int) -> dict:
     out = {"transformer": sized_like(transformer, target), "s4": s4}
     for name, cfg in MIXERS.items():
         cfg = replace(cfg, n_layers=LAPTOP_LAYERS, dropout=0.1, max_len=seq_len,
-                      **LAPTOP_SHAPES.get(name, {}))
+                      **LAPTOP_SHAPES[name])
         out[name] = sized_like(cfg, target)
     return out
 

@@ -240,7 +240,7 @@ class Study:
         if preset == "paper" and "paper" not in self.presets and self.no_paper:
             return departures_table(self.number, [], [({"preset": "paper"}, self.no_paper)])
         p = self.preset(preset, data_root)
-        notes = [(e.coords, e.job.note) for e in p.entries if e.job.note]
+        notes = [(e.coords, line) for e in p.entries for line in e.job.note.splitlines() if line]
         if p.name != "paper":  # a stand-in for the paper: what it stands for, not field by field
             return departures_table(self.number, [],
                                     [({"preset": p.name}, p.note or "not the paper's settings")]

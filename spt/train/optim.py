@@ -2,11 +2,13 @@
 plateau rule of :func:`plateau_update`).
 
 A parameter may carry optimiser hints as an attribute, e.g. ``p._optim = {"lr": 1e-3,
-"weight_decay": 0.0}`` (the SSM layers use this for their state-space parameters); a hint wins
-for the keys it names. Without a weight-decay hint, ``TrainConfig.wd_groups`` decides:
-"matrices": matrices (ndim >= 2) get ``TrainConfig.weight_decay`` and vectors (biases, norm
-scales) get none; embedding tables are matrices and are decayed like the others. "all": every
-parameter gets ``TrainConfig.weight_decay`` (the authors' code).
+"weight_decay": 0.0}`` (the SSM layers use this for their state-space parameters); a hint wins for
+the keys it names. ``"lr_scale": s`` multiplies the parameter's lr (the run's, or its "lr" hint) by
+s: a rate tied to the run's, as the LRU's recurrent parameters train at half of it. Without a
+weight-decay hint, ``TrainConfig.wd_groups`` decides: "matrices": matrices (ndim >= 2) get
+``TrainConfig.weight_decay`` and vectors (biases, norm scales) get none; embedding tables are
+matrices and are decayed like the others. "all": every parameter gets ``TrainConfig.weight_decay``
+(the authors' code).
 """
 from __future__ import annotations
 
@@ -25,12 +27,12 @@ def param_groups(model: torch.nn.Module, cfg: TrainConfig) -> list[dict]:
         if not p.requires_grad:
             continue
         hint = dict(getattr(p, "_optim", {}))
-        lr = hint.pop("lr", cfg.lr)
+        lr = hint.pop("lr", cfg.lr) * hint.pop("lr_scale", 1.0)
         decayed = cfg.wd_groups == "all" or p.ndim >= 2
         wd = hint.pop("weight_decay", cfg.weight_decay if decayed else 0.0)
         if hint:
             raise ValueError(f"parameter {name!r} has unknown optimiser hints {sorted(hint)}; "
-                             f"only 'lr' and 'weight_decay' are understood")
+                             f"only 'lr', 'lr_scale' and 'weight_decay' are understood")
         g = groups.setdefault((lr, wd), {"params": [], "names": [], "lr": lr, "weight_decay": wd})
         g["params"].append(p)
         g["names"].append(name)

@@ -3,6 +3,7 @@ row's settings at S4's parameter count and an lr grid on both supervised sides; 
 is fair to every model; your layer takes a mixer's protocol."""
 import pytest
 
+from spt.config import replace
 from spt.paper import ssm_row
 from spt.studies import modern_architectures as m13
 from spt.studies.model_scales import count_parameters_of
@@ -21,14 +22,90 @@ def _arms(preset):
 
 
 def test_every_mixer_is_sized_to_the_s4_row_of_each_task(paper):
+    """Within 10% of S4's count, or the nearest count its heads' width grid allows, said in its
+    arms' note (Mamba-2 on ListOps: widths in steps of 32)."""
+    arms = _arms(paper)
     for task in m13.TASKS:
         target = m13.s4_size(task)
         s4 = ssm_row(task, "s4").model
         for name in m13.MIXERS:
             cfg = m13.mixer_model(name, task)
-            assert abs(count_parameters_of(cfg) - target) / target < 0.1, (task, name)
+            n = count_parameters_of(cfg)
+            note = m13.size_note(name, task, cfg)
+            if abs(n - target) / target >= 0.1:
+                assert note and note in arms[(task, name, "scratch")].note.splitlines(), (task, name)
+                step = m13.width_step(cfg)
+                for d in (cfg.d_model - step, cfg.d_model + step):
+                    other = count_parameters_of(replace(cfg, d_model=d))
+                    assert abs(other - target) > abs(n - target), (task, name, d)
+                assert abs(n - target) / target < 0.15, (task, name)
+            else:
+                assert not note
             assert cfg.n_layers == s4.n_layers and cfg.pooling == s4.pooling
             assert cfg.dropout == s4.dropout and cfg.max_len == s4.max_len
+
+
+def test_every_mixer_is_at_its_authors_shape_on_every_task(paper):
+    """The values read from the authors' code: mamba_ssm/modules/mamba_simple.py (d_state 16,
+    expand 2, d_conv 4), mamba_ssm/modules/mamba2.py (d_state 128, headdim 64),
+    mamba_ssm/models/config_mamba.py (rms_norm), fla/layers/gated_deltanet.py (head_dim 256,
+    conv_bias False, expand_v 2), fla/models/gla/configuration_gla.py (4 heads, expand_k 0.5,
+    expand_v 1, hidden_ratio 4), fla/modules/mlp.py (rounded to 256); the LRU paper's ring and
+    state size per task (LRU_TASKS) and minimal-LRU's lr_factor 0.5."""
+    from spt.mixer_config import gated_deltanet_heads, mlp_width
+    from spt.studies.mixer_authors import LRU_TASKS
+    for task in m13.TASKS:
+        mamba, mamba2, gdn, gla, lru = (m13.mixer_model(n, task) for n in m13.MIXERS)
+        assert (mamba.d_state, mamba.expand, mamba.d_conv, mamba.mlp_expand) == (16, 2, 4, 0)
+        assert (mamba2.d_state, mamba2.head_dim, mamba2.expand, mamba2.mlp_expand) == (128, 64, 2, 0)
+        assert gated_deltanet_heads(gdn.d_model, gdn.n_heads, gdn.head_dim)[1] == 256
+        assert (gdn.expand_v, gdn.d_conv, gdn.conv_bias) == (2, 4, False)
+        assert (gla.n_heads, gla.expand_k, gla.expand_v, gla.gate_rank) == (4, 0.5, 1.0, 16)
+        for cfg in (gdn, gla):
+            assert mlp_width(cfg) == -(-(cfg.d_model * 8 // 3) // 256) * 256
+        assert all(c.block_norm == "rms" for c in (mamba, mamba2, gdn, gla))
+        ring = LRU_TASKS[task]
+        assert (lru.r_min, lru.r_max, lru.max_phase, lru.d_state) == tuple(ring)
+        assert lru.recurrent_lr_scale == 0.5 and lru.mlp_expand == 0
+    # the LRU paper's PathX ring and phase (its hardest task), and its ListOps ring
+    assert tuple(LRU_TASKS["pathx"])[:2] == (0.999, 0.9999)
+    assert abs(LRU_TASKS["pathx"].max_phase - 3.14159 / 10) < 1e-4
+    assert tuple(LRU_TASKS["listops"])[:2] == (0.0, 0.9)
+
+
+def test_deviations_name_every_remaining_difference_from_the_authors(paper):
+    """STUDY.deviations("paper") prints each way a mixer departs from its authors' layer and
+    block, on the cells where it does; and the check behind it names every field changed."""
+    from spt.studies import mixer_authors as ma
+    dev = STUDY.deviations("paper", "DATA")
+    readings = dict(zip(dev.loc[dev.field == "reading", "why"],
+                        dev.loc[dev.field == "reading", "cells"]))
+    printed = {text for entry in paper.entries for v in entry.job.stages(entry.task)
+               for text in ma.departures(v.model, v.task.name)}
+    assert printed and printed <= set(readings)
+    # what remains at the paper preset: nothing else
+    inits = {ma.INIT[f].format(name=n) for n, f in ma._NAMES.values()}
+    assert printed == {ma.BIDIRECTIONAL, ma.GDN_KEY_WIDTH, ma.LRU_BATCHNORM, ma.LRU_FINAL_NORM,
+                       ma.LRU_DROPOUT} | inits
+    assert "init=causal" not in readings[ma.BIDIRECTIONAL]
+    assert "model=gated_deltanet" in readings[ma.GDN_KEY_WIDTH]
+    assert "mamba2 on listops" in " ".join(readings)
+    # every field of the authors' tables, changed, is named; so are the LRU's ring and state
+    for cls, (_, theirs) in ma.AUTHORS.items():
+        base = cls(d_model=256, **({"head_dim": 0, "n_heads": 4} if cls.kind == "gated_deltanet"
+                                   else {}))
+        for field, value in theirs.items():
+            other = {"block_norm": "layer" if value == "rms" else "rms",
+                     "conv_bias": not value, "recurrent_lr_scale": None}.get(field)
+            if other is None:
+                other = value * 2 if value else 1
+            changed = replace(base, **{field: other})
+            said = ma.departures(changed, "text")
+            assert any(f" {field} " in t for t in said), (cls.__name__, field, said)
+    lru = m13.mixer_model("lru", "text")
+    for field, value in (("r_min", 0.1), ("r_max", 0.95), ("max_phase", 1.0), ("d_state", 64)):
+        said = ma.departures(replace(lru, **{field: value}), "text")
+        assert any(t.startswith(f"LRU: {field} ") for t in said), field
 
 
 def test_every_mixer_gets_the_s4_protocol_and_its_lr_grid_on_both_sides(paper):

@@ -16,20 +16,24 @@ import torch.nn.functional as F
 from ..user_layers import reverse_valid
 
 
-def no_weight_decay(*params: nn.Parameter) -> None:
+def no_weight_decay(*params: nn.Parameter, lr_scale: Optional[float] = None) -> None:
     """Mark parameters (A, dt, decay rates, skip D) as not decayed: the optimiser hint of
-    :mod:`spt.train.optim`, as the mixers' authors exclude them."""
+    :mod:`spt.train.optim`, as the mixers' authors exclude them; with lr_scale, they also train at
+    that multiple of the run's learning rate."""
     for p in params:
         p._optim = {**getattr(p, "_optim", {}), "weight_decay": 0.0}
+        if lr_scale is not None:
+            p._optim["lr_scale"] = lr_scale
 
 
 class ShortConv(nn.Module):
-    """Causal depthwise convolution of `width` taps over (B, L, C) -> (B, L, C), with bias.
-    Output t reads inputs t - width + 1 .. t (zeros before the start)."""
+    """Causal depthwise convolution of `width` taps over (B, L, C) -> (B, L, C), with a bias unless
+    bias=False. Output t reads inputs t - width + 1 .. t (zeros before the start)."""
 
-    def __init__(self, channels: int, width: int):
+    def __init__(self, channels: int, width: int, bias: bool = True):
         super().__init__()
-        self.conv = nn.Conv1d(channels, channels, width, groups=channels, padding=width - 1)
+        self.conv = nn.Conv1d(channels, channels, width, groups=channels, padding=width - 1,
+                              bias=bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.conv(x.transpose(1, 2))[..., :x.shape[1]].transpose(1, 2)

@@ -11,7 +11,9 @@ bidirectional. H heads of key width K and value width V = expand_v * K:
     out = o_proj(RMSNorm(o) * SiLU(g_proj(x)))                  RMSNorm per head, scale shared
 
 A_log = log U(0, 16) and dt_bias = softplus^-1(dt), dt log-uniform in [1e-3, 0.1] (Mamba-2's), one
-per head, without weight decay. The short convolutions carry a bias (fla's default has none).
+per head, without weight decay. The short convolutions carry a bias only with conv_bias=True (fla's
+default has none). Heads: :func:`spt.mixer_config.gated_deltanet_heads` (head_dim 256 with
+n_heads 0: the width sets the head count, key width about 0.75 D, fla's rule).
 
 With causal=False the split follows Mamba's: q_proj, k_proj, v_proj, g_proj, o_proj and the norm
 exist once; each direction has its own convolutions, a_proj, b_proj, A_log and dt_bias (the second
@@ -29,6 +31,7 @@ import torch.nn.functional as F
 
 from ...kernels.delta_rule import gated_delta_rule, gated_delta_rule_ref
 from ...kernels.library import cuda_kernel
+from ...mixer_config import gated_deltanet_heads
 from .common import GatedRMSNorm, ShortConv, both_ways, direction_count, no_weight_decay
 from .mamba import inverse_softplus, log_uniform_dt
 
@@ -49,11 +52,13 @@ class GatedDeltaNetCore(nn.Module):
     scan = staticmethod(gated_delta_rule)
     scan_ref = staticmethod(gated_delta_rule_ref)
 
-    def __init__(self, d_model: int, n_heads: int, head_k: int, head_v: int, d_conv: int):
+    def __init__(self, d_model: int, n_heads: int, head_k: int, head_v: int, d_conv: int,
+                 conv_bias: bool = False):
         super().__init__()
         self.heads = n_heads
         self.sizes = (n_heads * head_k, n_heads * head_k, n_heads * head_v, d_model)
-        self.q_conv, self.k_conv, self.v_conv = (ShortConv(c, d_conv) for c in self.sizes[:3])
+        self.q_conv, self.k_conv, self.v_conv = (ShortConv(c, d_conv, conv_bias)
+                                                 for c in self.sizes[:3])
         self.a_proj = nn.Linear(d_model, n_heads, bias=False)
         self.b_proj = nn.Linear(d_model, n_heads, bias=False)
         self.A_log = nn.Parameter(torch.log(torch.empty(n_heads).uniform_(0, 16).clamp(min=1e-4)))
@@ -82,27 +87,31 @@ class GatedDeltaNet(nn.Module):
     """Gated DeltaNet's mixer (module docstring). forward(x (B, L, D), valid (B, L) bool or None)
     -> (B, L, D).
 
-    n_heads : H; head_dim : key width K per head (0: D / H); expand_v : V = expand_v * K;
-    d_conv : convolution taps. Parameters ``q_proj``, ``k_proj``, ``v_proj``, ``g_proj``,
+    n_heads : H (0: as many heads of head_dim as make H K closest to 0.75 D, at least one);
+    head_dim : key width K per head (0: D / H); expand_v : V = expand_v * K; d_conv : convolution
+    taps; conv_bias : a bias on the convolutions. Parameters ``q_proj``, ``k_proj``, ``v_proj``, ``g_proj``,
     ``o_proj``, ``norm`` and per direction ``cores.<k>.{q_conv, k_conv, v_conv, a_proj, b_proj,
     A_log, dt_bias}`` (k = 1: the reversed direction).
     """
 
-    def __init__(self, d_model: int, causal: bool = True, n_heads: int = 4, head_dim: int = 0,
-                 expand_v: int = 2, d_conv: int = 4):
+    def __init__(self, d_model: int, causal: bool = True, n_heads: int = 0, head_dim: int = 256,
+                 expand_v: int = 2, d_conv: int = 4, conv_bias: bool = False):
         super().__init__()
+        if not n_heads and not head_dim:
+            raise ValueError("GatedDeltaNet: give n_heads or head_dim (both are 0)")
         if not head_dim and d_model % n_heads:
             raise ValueError(f"GatedDeltaNet: n_heads={n_heads} must divide d_model={d_model} "
                              f"(or give head_dim)")
         self.causal = causal
-        head_k = head_dim or d_model // n_heads
+        n_heads, head_k = gated_deltanet_heads(d_model, n_heads, head_dim)
         head_v = expand_v * head_k
         self.heads = n_heads
         self.q_proj = nn.Linear(d_model, n_heads * head_k, bias=False)
         self.k_proj = nn.Linear(d_model, n_heads * head_k, bias=False)
         self.v_proj = nn.Linear(d_model, n_heads * head_v, bias=False)
         self.g_proj = nn.Linear(d_model, n_heads * head_v, bias=False)
-        self.cores = nn.ModuleList(GatedDeltaNetCore(d_model, n_heads, head_k, head_v, d_conv)
+        self.cores = nn.ModuleList(GatedDeltaNetCore(d_model, n_heads, head_k, head_v, d_conv,
+                                                     conv_bias)
                                    for _ in range(direction_count(causal)))
         self.norm = GatedRMSNorm(head_v, norm_before_gate=True)
         self.o_proj = nn.Linear(n_heads * head_v, d_model, bias=False)

@@ -17,10 +17,11 @@ for B, 1 / N for C), D standard normal.
 The recurrence runs on :func:`spt.kernels.scan.linear_scan` over complex tensors (a chunked
 parallel scan, no loop over time). With causal=False (nu, theta, gamma, B, C, D) exist once per
 direction (the second runs over the reversed rows) and the two y's are summed before the GELU;
-the GLU is shared. nu_log, theta_log and gamma_log carry a no-weight-decay hint. A departure: the
-paper also trains them with a smaller learning rate than the rest (a fixed factor of the base
-rate), which spt's optimiser hints (an absolute "lr" only, :mod:`spt.train.optim`) cannot say for
-every run, so they take the run's learning rate.
+the GLU is shared. The recurrent parameters train as minimal-LRU (the LRU's reference code) trains
+them: nu_log, theta_log, gamma_log, B_re and B_im without weight decay at recurrent_lr_scale times
+the run's learning rate (its lr_factor, 0.5), through the optimiser hint "lr_scale"
+(:mod:`spt.train.optim`); recurrent_lr_scale=None hints nu_log, theta_log and gamma_log with no
+weight decay only, at the run's rate, and decays B as a matrix.
 """
 from __future__ import annotations
 
@@ -54,7 +55,8 @@ class LRUCore(nn.Module):
     scan = staticmethod(linear_scan)
     scan_ref = staticmethod(linear_scan_ref)
 
-    def __init__(self, d_model: int, d_state: int, r_min: float, r_max: float, max_phase: float):
+    def __init__(self, d_model: int, d_state: int, r_min: float, r_max: float, max_phase: float,
+                 recurrent_lr_scale: Optional[float] = 0.5):
         super().__init__()
         nu_log, theta_log = ring_init(d_state, r_min, r_max, max_phase)
         self.nu_log = nn.Parameter(nu_log)
@@ -66,7 +68,11 @@ class LRUCore(nn.Module):
         self.C_re = nn.Parameter(torch.randn(d_model, d_state) / math.sqrt(d_state))
         self.C_im = nn.Parameter(torch.randn(d_model, d_state) / math.sqrt(d_state))
         self.D = nn.Parameter(torch.randn(d_model))
-        no_weight_decay(self.nu_log, self.theta_log, self.gamma_log)
+        if recurrent_lr_scale is None:
+            no_weight_decay(self.nu_log, self.theta_log, self.gamma_log)
+        else:
+            no_weight_decay(self.nu_log, self.theta_log, self.gamma_log, self.B_re, self.B_im,
+                            lr_scale=recurrent_lr_scale)
 
     def forward(self, u: torch.Tensor, valid: Optional[torch.Tensor]) -> torch.Tensor:
         lam = torch.exp(torch.complex(-torch.exp(self.nu_log), torch.exp(self.theta_log)))
@@ -82,16 +88,20 @@ class LRU(nn.Module):
     """The LRU mixer (module docstring). forward(x (B, L, D), valid (B, L) bool or None) -> (B, L, D).
 
     d_state : N complex modes (0: D); r_min, r_max : the ring of initial |lambda|; max_phase : the
-    largest initial phase. Parameters per direction ``cores.<k>.{nu_log, theta_log, gamma_log,
-    B_re, B_im, C_re, C_im, D}`` (k = 1: the reversed direction), and the shared ``glu``.
+    largest initial phase; recurrent_lr_scale : the recurrent parameters' learning rate as a
+    multiple of the run's (module docstring). Parameters per direction ``cores.<k>.{nu_log,
+    theta_log, gamma_log, B_re, B_im, C_re, C_im, D}`` (k = 1: the reversed direction), and the
+    shared ``glu``.
     """
 
     def __init__(self, d_model: int, causal: bool = True, d_state: int = 0, r_min: float = 0.9,
-                 r_max: float = 0.999, max_phase: float = 6.283):
+                 r_max: float = 0.999, max_phase: float = 6.283,
+                 recurrent_lr_scale: Optional[float] = 0.5):
         super().__init__()
         if not 0.0 <= r_min < r_max < 1.0:
             raise ValueError(f"LRU: need 0 <= r_min < r_max < 1, got r_min={r_min!r}, r_max={r_max!r}")
-        self.cores = nn.ModuleList(LRUCore(d_model, d_state or d_model, r_min, r_max, max_phase)
+        self.cores = nn.ModuleList(LRUCore(d_model, d_state or d_model, r_min, r_max, max_phase,
+                                           recurrent_lr_scale)
                                    for _ in range(direction_count(causal)))
         self.glu = nn.Linear(d_model, 2 * d_model)
 

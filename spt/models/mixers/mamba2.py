@@ -83,8 +83,8 @@ class Mamba2(nn.Module):
     reversed direction).
     """
 
-    def __init__(self, d_model: int, causal: bool = True, d_state: int = 64, expand: int = 2,
-                 head_dim: int = 32, d_conv: int = 4, dt_min: float = 0.001, dt_max: float = 0.1):
+    def __init__(self, d_model: int, causal: bool = True, d_state: int = 128, expand: int = 2,
+                 head_dim: int = 64, d_conv: int = 4, dt_min: float = 0.001, dt_max: float = 0.1):
         super().__init__()
         inner = expand * d_model
         if inner % head_dim:

@@ -1,34 +1,47 @@
 """The layer stack of a mixer config (:mod:`spt.mixer_config`): pre-norm residual blocks.
 
-    x = x + Dropout(mixer(LayerNorm(x) with pads zeroed))          every block
-    x = x + Dropout(SwiGLU(LayerNorm(x)))                         then, when cfg.mlp_expand > 0
-    LayerNorm(x)                                                  after the last block
+    x = x + Dropout(mixer(Norm(x) with pads zeroed))              every block
+    x = x + Dropout(SwiGLU(Norm(x)))                              then, when cfg.mlp_expand > 0
+    Norm(x)                                                       after the last block
 
-Parameters: ``blocks.<i>.mix.layer.*`` the mixer's, ``blocks.<i>.mix.norm.*`` its norm,
-``blocks.<i>.mlp.*`` the MLP's, ``norm.*`` the final norm. One block per layer, so the explorers'
-per-layer views (:func:`spt.analysis.receptive_field.layer_profiles`) see mixer and MLP together.
+Norm is cfg.block_norm's: RMSNorm (eps cfg.rms_eps, a scale and no bias: mamba-ssm's and fla's
+blocks) or LayerNorm. Parameters: ``blocks.<i>.mix.layer.*`` the mixer's, ``blocks.<i>.mix.norm.*``
+its norm, ``blocks.<i>.mlp.*`` the MLP's, ``norm.*`` the final norm. One block per layer, so the
+explorers' per-layer views (:func:`spt.analysis.receptive_field.layer_profiles`) see mixer and
+MLP together.
 """
 from __future__ import annotations
 
-from typing import Optional
+import functools
+from typing import Callable, Optional
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ...mixer_config import mlp_width
 from ..dropout import Dropout
 from ..stack import NormedStack
 from ..user_layers import LayerBlock, build_layer, import_layer
 
 
-class SwiGLU(nn.Module):
-    """x + Dropout(W_o(SiLU(W_a h) * W_b h)), h = LayerNorm(x); hidden width expand * D."""
+def block_norm(cfg) -> Callable[[int], nn.Module]:
+    """The norm of a mixer config's blocks, as a function of the width."""
+    if cfg.block_norm == "rms":
+        return functools.partial(nn.RMSNorm, eps=cfg.rms_eps)
+    return nn.LayerNorm
 
-    def __init__(self, d_model: int, expand: int, dropout: float):
+
+class SwiGLU(nn.Module):
+    """x + Dropout(W_o(SiLU(W_a h) * W_b h)), h = Norm(x); hidden width `hidden` (fla's GatedMLP).
+    norm : builds the norm from the width (nn.LayerNorm unless given)."""
+
+    def __init__(self, d_model: int, hidden: int, dropout: float,
+                 norm: Callable[[int], nn.Module] = nn.LayerNorm):
         super().__init__()
-        self.norm = nn.LayerNorm(d_model)
-        self.up = nn.Linear(d_model, 2 * expand * d_model, bias=False)
-        self.down = nn.Linear(expand * d_model, d_model, bias=False)
+        self.norm = norm(d_model)
+        self.up = nn.Linear(d_model, 2 * hidden, bias=False)
+        self.down = nn.Linear(hidden, d_model, bias=False)
         self.drop = Dropout(dropout)
 
     def forward(self, x: torch.Tensor, valid: Optional[torch.Tensor] = None) -> torch.Tensor:
@@ -49,13 +62,15 @@ class MixerBlock(nn.Module):
 
 
 class MixerStack(NormedStack):
-    """n_layers blocks of the config's mixer (each followed by a SwiGLU block when mlp_expand > 0),
-    then a LayerNorm. forward(x (B, L, D), valid (B, L) bool or None) -> (B, L, D)."""
+    """n_layers blocks of the config's mixer (each followed by a SwiGLU block of
+    :func:`~spt.mixer_config.mlp_width` when mlp_expand > 0), then the final norm.
+    forward(x (B, L, D), valid (B, L) bool or None) -> (B, L, D)."""
 
     def __init__(self, cfg):
         cls = import_layer(cfg.layer)
-        blocks = [MixerBlock(LayerBlock(build_layer(cls, cfg, cfg.causal), cfg.d_model, cfg.dropout),
-                             SwiGLU(cfg.d_model, cfg.mlp_expand, cfg.dropout) if cfg.mlp_expand
-                             else None)
+        norm, hidden = block_norm(cfg), mlp_width(cfg)
+        blocks = [MixerBlock(LayerBlock(build_layer(cls, cfg, cfg.causal), cfg.d_model, cfg.dropout,
+                                        norm),
+                             SwiGLU(cfg.d_model, hidden, cfg.dropout, norm) if hidden else None)
                   for _ in range(cfg.n_layers)]
-        super().__init__(blocks, cfg.d_model, cfg.causal)
+        super().__init__(blocks, cfg.d_model, cfg.causal, norm)

@@ -1,0 +1,176 @@
+"""The shapes the mixers' authors give their layers and blocks, and how a mixer config of
+:mod:`spt.mixer_config` departs from them (printed by ``Study.deviations``, through
+:func:`spt.studies.departures.readings`).
+
+Every value below was read from the file named beside it:
+
+    mamba-ssm (state-spaces/mamba)
+      mamba_ssm/modules/mamba_simple.py     Mamba: d_state 16, d_conv 4, expand 2, dt_rank ceil(D/16)
+      mamba_ssm/modules/mamba2.py           Mamba2: d_state 128, headdim 64, expand 2, d_conv 4
+      mamba_ssm/models/config_mamba.py      rms_norm True: RMSNorm (eps 1e-5) before every mixer
+                                            and after the last block; no MLP (mixer_seq_simple.py)
+      mamba_ssm/models/mixer_seq_simple.py  _init_weights: Linear biases zeroed, out_proj
+                                            re-drawn and divided by sqrt(n_layer)
+    fla (fla-org/flash-linear-attention)
+      fla/layers/gated_deltanet.py          head_dim 256, num_heads * head_dim = 0.75 hidden_size,
+                                            expand_v 2, conv_size 4, conv_bias False
+      fla/models/gated_deltanet/            RMSNorm (norm_eps 1e-6) before the layer and the MLP
+        modeling_gated_deltanet.py          and after the last block; GatedMLP (hidden_ratio 4);
+                                            _init_weights: Linear and Conv1d normal(0, 0.02)
+      fla/models/gla/configuration_gla.py   num_heads 4, expand_k 0.5, expand_v 1, hidden_ratio 4
+      fla/layers/gla.py                     gate_low_rank_dim 16, gate_logit_normalizer 16
+      fla/modules/mlp.py                    GatedMLP width int(D * hidden_ratio * 2/3) rounded up
+                                            to a multiple of 256
+    LRU (Orvieto et al. 2023) and minimal-LRU (NicolasZucchet/minimal-LRU, its reference code)
+      LRU_TASKS below                       ring, largest phase and state size per LRA task
+      minimal-LRU lru/train_helpers.py,     nu_log, theta_log, gamma_log, B_re, B_im: Adam without
+        run_train.py                        weight decay at lr_factor (0.5) times the lr
+      minimal-LRU lru/model.py              BatchNorm by default; block norm -> LRU -> GELU ->
+                                            dropout -> GLU -> dropout -> + x; no final norm
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+from ..mixer_config import (
+    GDN_KEY_RATIO,
+    GatedDeltaNetConfig,
+    GLAConfig,
+    LRUConfig,
+    Mamba2Config,
+    MambaConfig,
+    MixerConfig,
+    gated_deltanet_heads,
+    mlp_width,
+)
+
+
+class LRUTask(NamedTuple):
+    """The LRU paper's settings of one LRA task: |lambda| uniform on [r_min, r_max], phase in
+    [0, max_phase], d_state complex modes."""
+
+    r_min: float
+    r_max: float
+    max_phase: float
+    d_state: int
+
+
+# The LRU paper's per-task settings of its LRA runs (Orvieto et al. 2023, App. D, its table of
+# hyper-parameters; sCIFAR is LRA Image). Read from a public port of the LRU to the state-spaces/s4
+# training code, whose per-task experiment configs carry that table (rmin, rmax, max_phase_factor
+# times pi, the layer's d_model = N); the PathX ring and phase also in raresdolga/s5
+# bin/run_experiments/run_lra_pathx.sh (--r_min 0.999 --r_max 0.9999 --max_phase 0.31). The paper's
+# PDF was not at hand when they were written: check them against its App. D before a GPU run.
+LRU_TASKS = {
+    "listops": LRUTask(0.0, 0.9, 2 * math.pi, 256),
+    "text": LRUTask(0.5, 0.9, 2 * math.pi, 192),
+    "retrieval": LRUTask(0.5, 0.9, 2 * math.pi, 256),
+    "image": LRUTask(0.9, 0.999, 2 * math.pi, 384),
+    "pathfinder": LRUTask(0.9, 0.999, 2 * math.pi, 256),
+    "pathx": LRUTask(0.999, 0.9999, math.pi / 10, 256),
+}
+
+# {config class: (the authors' code, {field: their value})}: the fields a plain comparison covers
+AUTHORS = {
+    MambaConfig: ("mamba-ssm's Mamba (mamba_simple.py, config_mamba.py)",
+                  {"d_state": 16, "expand": 2, "d_conv": 4, "dt_rank": 0, "dt_min": 0.001,
+                   "dt_max": 0.1, "block_norm": "rms", "mlp_expand": 0}),
+    Mamba2Config: ("mamba-ssm's Mamba2 (mamba2.py, config_mamba.py)",
+                   {"d_state": 128, "expand": 2, "head_dim": 64, "d_conv": 4, "dt_min": 0.001,
+                    "dt_max": 0.1, "block_norm": "rms", "mlp_expand": 0}),
+    GatedDeltaNetConfig: ("fla's GatedDeltaNet (layers/gated_deltanet.py, its model's block)",
+                          {"head_dim": 256, "expand_v": 2, "d_conv": 4, "conv_bias": False,
+                           "block_norm": "rms", "mlp_expand": 4, "mlp_multiple": 256}),
+    GLAConfig: ("fla's GLA (configuration_gla.py, layers/gla.py)",
+                {"n_heads": 4, "expand_k": 0.5, "expand_v": 1.0, "gate_rank": 16,
+                 "gate_norm": 16.0, "block_norm": "rms", "mlp_expand": 4, "mlp_multiple": 256}),
+    LRUConfig: ("minimal-LRU (the LRU's reference code)",
+                {"recurrent_lr_scale": 0.5, "mlp_expand": 0}),
+}
+
+BIDIRECTIONAL = ("both ways (every arm but causal SPT's): every mixer runs its recurrence over the rows "
+                 "and over the reversed rows, one set of direction parameters per way sharing the "
+                 "input and output projections (as Caduceus' BiMamba ties them), the two summed; "
+                 "the authors' layers run one direction")
+GDN_KEY_WIDTH = ("Gated DeltaNet: key width the multiple of 256 nearest 0.75 D (at least one head), "
+                 "not fla's 0.75 D itself: the parameter match sets D, and spt keeps fla's head "
+                 "size (256) and lets the head count follow; at study 13's widths (D < 512) that "
+                 "is one head, wider than 0.75 D")
+LRU_BATCHNORM = ("LRU: LayerNorm where the LRU's LRA runs use BatchNorm (minimal-LRU's default "
+                 "norm): batch statistics over all positions would let a causal model's "
+                 "next-token pretraining see later positions and mix padding into the statistics; "
+                 "spt keeps one per-position norm for every arm")
+LRU_FINAL_NORM = ("LRU: spt's stack ends with a norm after the last block (as every spt backbone "
+                  "does before its head); minimal-LRU's encoder has none")
+LRU_DROPOUT = ("LRU: one dropout on the block's output; minimal-LRU drops out after the GELU and "
+               "again after the GLU")
+INIT = {
+    "mamba-ssm": ("{name}: linear maps keep PyTorch's initialisation; mamba-ssm's language model "
+                  "re-initialises them (Linear biases zeroed, out_proj divided by sqrt(n_layers)), "
+                  "a model-level choice spt does not copy"),
+    "fla": ("{name}: linear maps keep PyTorch's initialisation; fla's models re-draw every Linear "
+            "and Conv1d from normal(0, 0.02), a model-level choice spt does not copy"),
+    "minimal-LRU": ("LRU: the GLU's linear maps keep PyTorch's initialisation where minimal-LRU's "
+                    "(flax) are LeCun-normal with zero biases"),
+}
+_NAMES = {MambaConfig: ("Mamba", "mamba-ssm"), Mamba2Config: ("Mamba-2", "mamba-ssm"),
+          GatedDeltaNetConfig: ("Gated DeltaNet", "fla"), GLAConfig: ("GLA", "fla"),
+          LRUConfig: ("LRU", "minimal-LRU")}
+
+
+def departures(model, task: str = "") -> list[str]:
+    """One sentence per way `model` departs from its authors' layer and block on `task` (an LRA
+    task name; others skip the per-task comparisons); [] for a model that is not a mixer config."""
+    if not isinstance(model, MixerConfig) or type(model) not in AUTHORS:
+        return []
+    kind = type(model)
+    source, theirs = AUTHORS[kind]
+    name, family = _NAMES[kind]
+    out = [f"{name}: {field} {getattr(model, field)!r} where {source} has {value!r}"
+           + _mlp_says(model, field)
+           for field, value in theirs.items() if getattr(model, field) != value]
+    if kind is GatedDeltaNetConfig:
+        out += _gated_deltanet(model)
+    if kind is LRUConfig:
+        out += _lru(model, task)
+    if not model.causal:
+        out.append(BIDIRECTIONAL)
+    out.append(INIT[family].format(name=name))
+    return out
+
+
+def _mlp_says(model, field: str) -> str:
+    if field not in ("mlp_expand", "mlp_multiple"):
+        return ""
+    return f" (an MLP of width {mlp_width(model)} at D = {model.d_model})"
+
+
+def _gated_deltanet(model) -> list[str]:
+    heads, key = gated_deltanet_heads(model.d_model, model.n_heads, model.head_dim)
+    fla_width = GDN_KEY_RATIO * model.d_model
+    if heads * key == fla_width:
+        return []
+    if model.n_heads == 0 and model.head_dim == 256:
+        return [GDN_KEY_WIDTH]
+    return [f"Gated DeltaNet: {heads} heads of {key} key channels where fla's rule asks heads of "
+            f"256 and a key width 0.75 D = {fla_width:g}"]
+
+
+def _lru(model, task: str) -> list[str]:
+    out = []
+    if model.block_norm == "layer":
+        out.append(LRU_BATCHNORM)
+    else:
+        out.append(f"LRU: block_norm {model.block_norm!r} where the LRU's LRA runs use BatchNorm")
+    out.append(LRU_FINAL_NORM)
+    if model.dropout:
+        out.append(LRU_DROPOUT)
+    paper = LRU_TASKS.get(task)
+    if paper is not None:
+        ours = LRUTask(model.r_min, model.r_max, model.max_phase, model.d_state or model.d_model)
+        for field, value in paper._asdict().items():
+            if not math.isclose(getattr(ours, field), value, rel_tol=1e-9):
+                out.append(f"LRU: {field} {getattr(ours, field):g} where the LRU paper's {task} "
+                           f"runs use {value:g}")
+    return out
