@@ -4,7 +4,7 @@ loop over time it is tested against, and against mambapy for Mamba.
     python bench/mixer_throughput.py                          # every mixer, L = 1K, 4K, 16K, CPU
     python bench/mixer_throughput.py --mixers mamba lru --L 1024 --threads 2
     python bench/mixer_throughput.py --device cuda --csv mixers.csv   # spt's own forms on a GPU
-    python bench/mixer_throughput.py --smoke                  # seconds: L = 64, two repeats
+    python bench/mixer_throughput.py --smoke                  # seconds: L = 32, d_model 64, one repeat
 
 On CUDA the mixers run spt's own chunked / scan forms unless the library kernels (mamba-ssm,
 fla) are installed, in which case the mixer calls them (the "path" column says which), timed with
@@ -87,10 +87,10 @@ def main(argv=None) -> None:
     ap.add_argument("--max-ref-s", type=float, default=120.0)
     ap.add_argument("--device", default="cpu", help="cpu, cuda, or auto (cuda when there is one)")
     ap.add_argument("--csv", default=None, help="also write every row to this CSV file")
-    ap.add_argument("--smoke", action="store_true", help="L = 64, d_model 16, 1 repeat: a check")
+    ap.add_argument("--smoke", action="store_true", help="L = 32, d_model 64 (every mixer's default heads fit), 1 repeat: a check")
     args = ap.parse_args(argv)
     if args.smoke:
-        args.L, args.d_model, args.repeat = [64], 16, 1
+        args.L, args.d_model, args.repeat = [32], 64, 1
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available()
                           else ("cpu" if args.device == "auto" else args.device))
     torch.set_num_threads(args.threads)
