@@ -87,7 +87,8 @@ def main(argv=None) -> None:
     ap.add_argument("--max-ref-s", type=float, default=120.0)
     ap.add_argument("--device", default="cpu", help="cpu, cuda, or auto (cuda when there is one)")
     ap.add_argument("--csv", default=None, help="also write every row to this CSV file")
-    ap.add_argument("--smoke", action="store_true", help="L = 32, d_model 64 (every mixer's default heads fit), 1 repeat: a check")
+    ap.add_argument("--smoke", action="store_true",
+                    help="L = 32, d_model 64 (every mixer's default heads fit), 1 repeat: a check")
     args = ap.parse_args(argv)
     if args.smoke:
         args.L, args.d_model, args.repeat = [32], 64, 1
