@@ -307,8 +307,7 @@ def _presets_help() -> str:
         where = ("every study" if len(have) == len(studies) else
                  f"stud{'y' if len(have) == 1 else 'ies'} {', '.join(have)}")
         parts.append(f"{p} ({says + '; ' if says else ''}{where})")
-    return ("; ".join(parts) + ". Default: smoke. (`make demo` runs the quickstart's notebook with "
-            "its own defaults: its laptop preset.)")
+    return "; ".join(parts) + ". Default: smoke. (`make demo` runs the quickstart's demo preset.)"
 
 
 def add_study_commands(subparsers) -> argparse.ArgumentParser:
