@@ -187,3 +187,38 @@ def test_continuous_reference_table_labels_a_recorded_reference():
     assert len(recorded) == 1
     assert list(table[recorded[0]].loc[[0, 1]]) == [RECORDED_CONTINUOUS[0], RECORDED_CONTINUOUS[1]]
     assert list(table["spt (tokens)"]) == [70.0, 90.0, 80.0]  # seeds 0, 1 and the mean
+    from spt.studies.quickstart import DEMO, LAPTOP
+    assert continuous_reference_table(ds, LAPTOP).equals(table)
+    other = continuous_reference_table(ds, DEMO)  # another model: the recorded run does not apply
+    assert [c for c in other.columns if "laptop preset only" in c]
+    assert other.iloc[:, -1].isna().all()
+
+
+def test_make_demo_runs_the_demo_preset_and_its_parameters_reach_the_notebooks_setup():
+    """`make demo` runs `spt study run 00_quickstart --preset demo`: the preset's parameters,
+    injected as papermill injects them, build quickstart.DEMO and its seeds in the notebook's own
+    cells (run here up to the Setup, without a kernel); the laptop preset stays the notebook's
+    defaults and differs from the demo."""
+    import re
+
+    from papermill.iorw import load_notebook_node
+    from papermill.parameterize import parameterize_notebook
+
+    from spt.studies import quickstart
+    from spt.studies.runner import preset_parameters
+
+    recipe = (ROOT / "Makefile").read_text().split("\ndemo:", 1)[1].split("\n\n", 1)[0]
+    assert "spt study run 00_quickstart --preset demo" in recipe
+    params = preset_parameters(NOTEBOOK, "demo")
+    nb = parameterize_notebook(load_notebook_node(str(NOTEBOOK)), params)
+    namespace: dict = {}
+    for cell in [c for c in nb.cells if c.cell_type == "code"]:
+        src = "\n".join(ln for ln in cell.source.splitlines() if not ln.startswith("%"))
+        exec(src, namespace)  # noqa: S102 - the notebook's own cells, up to its Setup
+        if "setup" in namespace:
+            break
+    assert namespace["setup"] == quickstart.DEMO != quickstart.LAPTOP
+    assert namespace["seeds"] == [0, 1, 2, 3] and namespace["workers"] == 2
+    assert quickstart.preset_of(namespace["setup"]).name == "demo"  # the run prints its note
+    text = " ".join("".join(c.source) for c in nb.cells if c.cell_type == "markdown")
+    assert not re.search(r"\d+\s*min|minutes", text), "the notebook states a time: its note does"

@@ -143,7 +143,7 @@ def _study_names(names: list) -> list:
 
 
 def cmd_plan(args) -> int:
-    from .plan import as_dataframe, format_plans, plan
+    from .plan import SMOKE_PLAN, as_dataframe, format_plans, plan
     params = {k: _value(v) for k, v in args.param}
     unknown = sorted(set(params) - {"data_root"})
     if unknown:
@@ -155,6 +155,8 @@ def cmd_plan(args) -> int:
         print(f"== {name} [{args.preset}]: {len(ps)} stages"
               + ("" if params.get("data_root") or args.preset != "paper"
                  else " (sized by the paper's split sizes: spt.data.sizes)"))
+        if args.preset == "smoke":
+            print(SMOKE_PLAN)
         print(format_plans(ps))
         plans += ps
     flagged = [p for p in plans if p.flags]
@@ -305,8 +307,7 @@ def _presets_help() -> str:
         where = ("every study" if len(have) == len(studies) else
                  f"stud{'y' if len(have) == 1 else 'ies'} {', '.join(have)}")
         parts.append(f"{p} ({says + '; ' if says else ''}{where})")
-    return ("; ".join(parts) + ". Default: smoke. (`make demo` runs the quickstart's notebook with "
-            "its own defaults: its laptop preset.)")
+    return "; ".join(parts) + ". Default: smoke. (`make demo` runs the quickstart's demo preset.)"
 
 
 def add_study_commands(subparsers) -> argparse.ArgumentParser:

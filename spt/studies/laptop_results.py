@@ -4,13 +4,13 @@
     make laptop-results STUDIES=00_quickstart # only the named studies; the others are kept
     python -m spt.studies.laptop_results --studies 00_quickstart --out results
 
-For each study named, its `laptop` preset runs (cells already in ``--out`` are reused, so after
-``make demo`` the quickstart costs nothing more), and its section of ``docs/laptop_results.md`` is
-written: the commit and date it ran on, the command, the headline and the study's own table. The
-sections of the studies not named are kept as they were. The file's summary table (one row per
-study, the commit of each) is then copied into README.md between the lines
-``<!-- laptop-results:start -->`` and ``<!-- laptop-results:end -->``; the command fails, naming the
-file, when those markers are missing, and changes nothing else in it.
+For each study named, its `laptop` preset runs (cells already in ``--out`` are reused; ``make demo``
+runs the quickstart's cheaper demo preset, whose cells are not the laptop preset's), and its
+section of ``docs/laptop_results.md`` is written: the commit and date it ran on, the command, the
+headline and the study's own table. The sections of the studies not named are kept as they were.
+The file's summary table (one row per study, the commit of each) is then copied into README.md
+between the lines ``<!-- laptop-results:start -->`` and ``<!-- laptop-results:end -->``; the
+command fails, naming the file, when those markers are missing, and changes nothing else in it.
 """
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def _ahead(a: xr.DataArray, b: xr.DataArray) -> str:
 
 def quickstart_headline(ds: xr.Dataset) -> str:
     """SPT vs. scratch, mean over seeds, the paired gain, the seeds SPT is ahead on and those it
-    is ahead on by 10 points or more (the demo's claim: on at least 5 of 6)."""
+    is ahead on by 10 points or more (the laptop preset's claim: on at least 5 of 6)."""
     acc = ds["test_accuracy"] * 100
     spt, scratch = acc.sel(init="spt"), acc.sel(init="scratch")
     return (f"SPT {float(spt.mean()):.1f} vs. scratch {float(scratch.mean()):.1f}: "
@@ -147,8 +147,8 @@ def _study(module: str) -> Callable:
 
 
 STUDIES = (
-    LaptopStudy("00 quickstart", "00_quickstart", _study("quickstart"), "`make demo` (6 seeds)",
-                quickstart_headline),
+    LaptopStudy("00 quickstart", "00_quickstart", _study("quickstart"),
+                "`spt study run 00_quickstart --preset laptop` (6 seeds)", quickstart_headline),
     LaptopStudy("01 Table 1", "01_lra_transformers", _study("lra_transformers"),
                 "`spt study run 01_lra_transformers --preset laptop` (3 seeds)", arms_headline),
     LaptopStudy("03 Table 7", "03_explicit_priors", _study("explicit_priors"),

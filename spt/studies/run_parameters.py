@@ -25,6 +25,7 @@ PRESET_SAYS = {
     "laptop": "2-core CPU, tens of minutes, measured in the README: the paper's finding at small "
               "scale",
     "paper": "GPU, the paper's hyper-parameters and data",
+    "demo": "what `make demo` runs: the laptop preset's protocol with cheaper cells, fewer seeds",
 }
 
 

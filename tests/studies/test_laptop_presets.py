@@ -32,7 +32,7 @@ def test_laptop_budgets_are_fair_to_scratch(study):
         by_init.setdefault(dict(e.coords)["init"], []).append(e.job)
     for arm in by_init["scratch"]:
         assert arm.objective is None and arm.pretrain is None
-        if study == "01_lra_transformers":  # the quickstart's cells, shared with make demo
+        if study == "01_lra_transformers":  # the quickstart's laptop cells, shared
             assert arm.train == quickstart.LAPTOP.arms()["scratch"].train
             assert arm.train.lr == quickstart.LAPTOP.scratch_lr and not arm.lr_grid
         else:

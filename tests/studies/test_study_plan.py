@@ -66,6 +66,18 @@ def test_what_cannot_work_is_flagged(train, sizes, flag):
     assert "FLAG" in format_plans([p])
 
 
+def test_a_smoke_preset_plans_without_flags_and_says_why():
+    """Smoke stages run a few steps with their own warmups: noted as expected, not flagged (an
+    empty split still is)."""
+    plans = plan("00_quickstart", preset="smoke")
+    assert plans and not [p.flags for p in plans if p.flags]
+    assert all(any("expected in a smoke preset" in n for n in p.notes) for p in plans)
+    smoke = plan_stage("s", {}, view(warmup_steps=50), SIZES, smoke=True)
+    assert not smoke.flags and plan_stage("s", {}, view(warmup_steps=50), SIZES).flags
+    empty = plan_stage("s", {}, view(), {"train": 100, "val": 0, "test": 10}, smoke=True)
+    assert empty.flags == ["empty val split"]
+
+
 def test_a_cosine_of_a_set_length_that_stays_near_its_peak_is_noted():
     p = plan_stage("s", {}, view(schedule="cosine", max_steps=10**6, schedule_steps=10**6), SIZES)
     assert not p.flags and any("stays at or above" in n for n in p.notes), p.notes
@@ -90,6 +102,10 @@ def test_the_cli_exits_1_on_a_flag_unless_allowed(monkeypatch, capsys):
     Args.allow_flags = True
     assert cmd_plan(Args) == 0
     assert "FLAG" in capsys.readouterr().out
+    Args.allow_flags, Args.preset = False, "smoke"
+    monkeypatch.setattr(plan_module, "plan", lambda *a, **k: [])
+    assert cmd_plan(Args) == 0
+    assert "smoke preset: every stage runs a few steps" in capsys.readouterr().out
 
 
 def test_plan_reads_the_data_when_given_a_root(tmp_path):
