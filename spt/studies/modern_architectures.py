@@ -11,10 +11,10 @@ bidirectional).
 The paper preset gives every mixer the S4 row's protocol on each LRA task (spt.paper.table5):
 its depth, dropout, pooling, head, weight decay, batch sizes, warmups, schedules, epochs and
 budgets, with masked SPT (its SPT settings). From scratch a mixer trains its finetuning settings
-(the same schedule, 200 epochs or 24 h, the same patience: :func:`caps` shows the two arms' step
-caps equal), not the cited S4 runs' from-scratch schedules, which Gu tuned for S4: an untuned
-layer gets the budget its SPT arm gets, as the paper's own retrained scratch baselines (S4 random
-init, DLR) do. Two things differ, both stated in spt.studies.departures:
+(the same schedule, 200 epochs or 24 h, the same patience: :func:`spt.studies.plan.caps` shows
+the two arms' step caps equal), not the cited S4 runs' from-scratch schedules, which Gu tuned for
+S4: an untuned layer gets the budget its SPT arm gets, as the paper's own retrained scratch
+baselines (S4 random init, DLR) do. Two things differ, both stated in spt.studies.departures:
 - width: each mixer is as wide as makes its classifier's parameter count closest to the S4 row's
   (:func:`mixer_model`), so no layer wins by size;
 - learning rate: S4's rates are tuned for S4 (its state-space parameters train at their own rate);
@@ -153,25 +153,6 @@ def mixer_arms(name: str, task: str) -> dict:
         note=note.replace(MIXER_NOTE, CAUSAL_NOTE),
         objective=ObjectiveConfig(kind="causal", loss=s4.objective.loss))
     return {"scratch": scratch, "masked": masked, "causal": causal}
-
-
-def caps(preset: str = "paper"):
-    """A DataFrame, one row per (task, model): the step cap, time budget (hours) and patience
-    (epochs) of the scratch run beside those of the finetuning run of masked SPT
-    (:mod:`spt.studies.plan`, the paper's split sizes): a mixer's two arms train alike."""
-    import pandas as pd
-
-    from .plan import plan
-    rows: dict = {}
-    for p in plan(NAME, preset=preset):
-        if p.stage not in ("scratch", "finetune") or p.coords.get("init") == "causal":
-            continue
-        row = rows.setdefault((p.coords["task"], p.coords["model"]), {})
-        row.update({f"{p.stage}_cap": p.cap, f"{p.stage}_budget_h": p.budget_h,
-                    f"{p.stage}_patience": p.patience_epochs})
-    df = pd.DataFrame.from_dict(rows, orient="index")
-    df.index.names = ["task", "model"]
-    return df
 
 
 def paper_arms(task: str) -> dict:

@@ -223,3 +223,23 @@ def as_dataframe(plans: Sequence[StagePlan]):
         "patience_from": p.patience_from, "eval_every_epochs": p.eval_every_epochs,
         "validations": p.validations, "budget_h": p.budget_h, "seeds": p.seeds,
         "flags": " | ".join(p.flags), "notes": " | ".join(p.notes)} for p in plans])
+
+
+def caps(plans: Sequence[StagePlan], by: Sequence[str] = ("task", "model")):
+    """A DataFrame, one row per `by` coordinates of `plans`: the step cap, time budget (hours) and
+    patience (epochs) of the scratch run beside those of the masked SPT arm's finetuning run
+    (causal arms left out): whether two arms of a comparison train alike.
+
+        caps(plan("13_modern_architectures", preset="paper"))
+    """
+    import pandas as pd
+    rows: dict = {}
+    for p in plans:
+        if p.stage not in ("scratch", "finetune") or p.coords.get("init") == "causal":
+            continue
+        row = rows.setdefault(tuple(p.coords[k] for k in by), {})
+        row.update({f"{p.stage}_cap": p.cap, f"{p.stage}_budget_h": p.budget_h,
+                    f"{p.stage}_patience": p.patience_epochs})
+    df = pd.DataFrame.from_dict(rows, orient="index")
+    df.index.names = list(by)
+    return df

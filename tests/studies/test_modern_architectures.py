@@ -129,7 +129,8 @@ def test_every_mixer_gets_the_s4_protocol_and_its_lr_grid_on_both_sides(paper):
 
 
 def test_a_mixers_scratch_and_finetuning_caps_are_equal_on_every_task():
-    caps = m13.caps()
+    from spt.studies.plan import caps, plan
+    caps = caps(plan(STUDY.name, preset="paper"))
     mixers = caps[caps.index.get_level_values("model").isin(list(m13.MIXERS))]
     assert len(mixers) == len(m13.TASKS) * len(m13.MIXERS)
     for what in ("cap", "budget_h", "patience"):
