@@ -133,7 +133,7 @@ def section_env(out: Path, smoke: bool) -> None:
 
     import torch
 
-    from spt.train.throughput import peak_matmul_flops
+    from spt.train.throughput import copy_bandwidth, peak_matmul_flops
     rows = {"python": platform.python_version(), "torch": torch.__version__,
             "cuda": str(torch.version.cuda), "cuda_available": torch.cuda.is_available()}
     if torch.cuda.is_available():
@@ -150,7 +150,7 @@ def section_env(out: Path, smoke: bool) -> None:
             rows[dist] = "importable" if found else "not installed"
     device = torch.device("cuda" if torch.cuda.is_available() and not smoke else "cpu")
     rows["matmul_peak_tflops"] = round(peak_matmul_flops(device, n=256 if smoke else None) / 1e12, 3)
-    rows["copy_gbs"] = round(copy_bandwidth_gbs(device, smoke), 1)
+    rows["copy_gbs"] = round(copy_bandwidth(device) / 1e9, 1)
     rows["commit"] = _commit()
     for k, v in rows.items():
         print(f"{k:<20} {v}")
@@ -185,23 +185,6 @@ def section_throughput(out: Path, smoke: bool) -> int:
             w.writeheader()
             w.writerows(rows)
     return code
-
-
-def copy_bandwidth_gbs(device, smoke: bool) -> float:
-    """Device-to-device copy, bytes read + written per second (GB/s)."""
-    import torch
-    n = 2**20 if smoke else 2**28
-    x = torch.empty(n, device=device)
-    y = torch.empty_like(x)
-    for _ in range(2):
-        y.copy_(x)
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    sync()
-    t0 = time.perf_counter()
-    for _ in range(10):
-        y.copy_(x)
-    sync()
-    return 2 * x.numel() * x.element_size() * 10 / (time.perf_counter() - t0) / 1e9
 
 
 def _commit() -> str:
@@ -281,7 +264,7 @@ def section_check(out: Path, smoke: bool, until: float) -> int:
                "pretrain_step_s", "finetune_step_s", "scratch_step_s", "est_h", "error"]
     failed = 0
     with open(out / "check.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, columns)
+        w = csv.DictWriter(f, columns, extrasaction="ignore")
         w.writeheader()
         for i, name in enumerate(names):
             if time.monotonic() >= until:
@@ -292,15 +275,8 @@ def section_check(out: Path, smoke: bool, until: float) -> int:
             results = check(name, preset=preset, data_root=None if root is None else str(root),
                             batch=None, device=device, distinct=True, until=until, only=only)
             for r in results:
-                failed += not (r.ok or r.skipped)
-                w.writerow({"study": name, "cell": " ".join(f"{k}={v}" for k, v in r.coords.items()
-                                                            if k != "seed"),
-                            "status": "pass" if r.ok else (r.skipped or "FAIL"),
-                            "params": r.params, "seq_len": r.seq_len, "split": r.split,
-                            "peak_GiB": round(r.peak_bytes / 2**30, 3),
-                            **{f"{k}_step_s": round(v, 5) for k, v in r.step_seconds.items()
-                               if f"{k}_step_s" in columns},
-                            "est_h": round(r.hours, 2), "error": r.error})
+                failed += bool(r.error)
+                w.writerow(r.row())
             f.flush()
     return 1 if failed else 0
 

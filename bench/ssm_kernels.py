@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from spt.kernels import fft_conv  # noqa: E402
 from spt.models.ssm import SSMBlock  # noqa: E402
 from spt.ssm_config import SSMConfig  # noqa: E402
+from spt.train.throughput import copy_bandwidth  # noqa: E402
 
 # (part, kernel backend, conv backend); the first of each part is its "default"
 PATHS = [("layer", "auto", "autograd"), ("layer", "ref", "autograd"), ("layer", "auto", "manual"),
@@ -53,19 +54,6 @@ def ref_gb(kind: str, N: int, L: int, H: int) -> float:
     rows = 6 if kind == "s4" else 1            # S4: (C~, Q) x (B, P) products, both directions
     n = N // 2 if kind != "dlr" else N
     return rows * H * n * (L // 2 + 1 if kind == "s4" else L) * 8 / 1e9
-
-
-def copy_bandwidth_gbs() -> float:
-    """Measured peak device bandwidth: a 1 GiB device-to-device copy (read + write)."""
-    x = torch.empty(2**28, device="cuda")
-    y = torch.empty_like(x)
-    y.copy_(x)
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(10):
-        y.copy_(x)
-    torch.cuda.synchronize()
-    return 10 * 2 * x.numel() * 4 / (time.perf_counter() - t0) / 1e9
 
 
 def make_step(block: SSMBlock, part: str, kernel: str, conv: str, L: int, batch: int, device):
@@ -198,7 +186,7 @@ def main(argv=None) -> list[dict]:
           f"{device.type}, torch {torch.__version__}, {torch.get_num_threads()} CPU threads")
     peak_bw = None
     if device.type == "cuda":
-        peak_bw = copy_bandwidth_gbs()
+        peak_bw = copy_bandwidth(torch.device("cuda")) / 1e9
         print(f"GPU: {torch.cuda.get_device_name()}, measured copy bandwidth {peak_bw:.0f} GB/s")
     head = (f"{'kind':4s} {'N':>5s} {'L':>6s} {'part':6s} {'kern':5s} {'conv':8s} {'ms':>9s} "
             f"{'vs_def':>7s} {'vs_ref':>7s} {'peak MB':>8s} {'GB/s':>7s} {'of peak':>7s}")

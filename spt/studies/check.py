@@ -152,17 +152,37 @@ class CellCheck:
     def ok(self) -> bool:
         return not self.error and not self.skipped
 
+    @property
+    def name(self) -> str:
+        """The cell's "dim=value ..." line without its seed (the plan's cell name)."""
+        return " ".join(f"{k}={v}" for k, v in self.coords.items() if k != "seed")
+
+    @property
+    def status(self) -> str:
+        return "pass" if self.ok else (self.skipped or f"FAIL {self.error}")
+
+    def row(self) -> dict:
+        """The cell as one table row (study, cell, status, params, seq_len, stage times, seconds,
+        timed steps, estimates, seeds, batch split, peak GiB, error)."""
+        return {"study": self.study, "cell": self.name, "status": self.status,
+                "params": self.params, "seq_len": self.seq_len,
+                **{f"{k}_s": v for k, v in self.stage_times.items()}, "cell_s": self.seconds,
+                **{f"{k}_step_s": v for k, v in self.step_seconds.items()},
+                **{f"{k}_est_h": v for k, v in self.estimate_h.items()}, "est_h": self.hours,
+                "unbounded_h": sum(self.unbounded_h.values()) if self.unbounded_h else math.nan,
+                "seeds": self.seeds, "split": self.split, "peak_GiB": self.peak_bytes / 2**30,
+                "error": self.error}
+
     def line(self) -> str:
-        coords = " ".join(f"{k}={v}" for k, v in self.coords.items() if k != "seed")
         stages = " ".join(f"{k} {v:.1f}s" for k, v in self.stage_times.items())
         mem = f"{self.peak_bytes / 2**30:.2f} GiB" if self.peak_bytes == self.peak_bytes else "-"
         params = f"{self.params / 1e6:.2f}M" if self.params == self.params else "-"
         length = f"{int(self.seq_len)}" if self.seq_len == self.seq_len else "-"
-        status = "pass" if self.ok else (self.skipped or f"FAIL {self.error}")
+        status = self.status
         if self.split > 1:
             status += f" (batch / {self.split}, accumulation x {self.split}: out of memory at the full batch)"
         est = f"{self.hours:9.1f} h" if self.estimate_h else "        - "
-        return (f"{self.study:<27} {coords:<44} params {params:>7}  L {length:>6}  "
+        return (f"{self.study:<27} {self.name:<44} params {params:>7}  L {length:>6}  "
                 f"{stages or '-':<26} cell {self.seconds:6.1f}s  peak {mem:>9}  est {est}  "
                 f"{status}")
 
@@ -295,9 +315,8 @@ def estimate(r: CellCheck, plans: dict, dry_batch: Optional[int]) -> None:
     """Fill r.estimate_h (hours per stage) and r.seeds from the cell's stage plans (see
     ESTIMATE_ASSUMPTION); a stage whose plan or timing is missing is left out. dry_batch None:
     the steps ran at each stage's own batch (r.split: divided, with as much more accumulation)."""
-    name = " ".join(f"{k}={v}" for k, v in r.coords.items() if k != "seed")
     for stage, step_s in r.step_seconds.items():
-        p = plans.get((name, stage))
+        p = plans.get((r.name, stage))
         if p is None:
             continue
         ran = dry_batch if dry_batch is not None else max(1, p.batch // r.split) * r.split
@@ -444,16 +463,6 @@ def cost_table(results: Sequence[CellCheck], device: str = ""):
 
 
 def as_dataframe(results: Sequence[CellCheck]):
-    """One row per checked cell (study, coords, params, seq_len, stage times, seconds, peak GiB,
-    error)."""
+    """One row per checked cell (:meth:`CellCheck.row`)."""
     import pandas as pd
-    rows = [{"study": r.study, "cell": " ".join(f"{k}={v}" for k, v in r.coords.items()
-                                                 if k != "seed"),
-             "params": r.params, "seq_len": r.seq_len,
-             **{f"{k}_s": v for k, v in r.stage_times.items()}, "cell_s": r.seconds,
-             **{f"{k}_step_s": v for k, v in r.step_seconds.items()},
-             **{f"{k}_est_h": v for k, v in r.estimate_h.items()}, "est_h": r.hours,
-             "unbounded_h": sum(r.unbounded_h.values()) if r.unbounded_h else math.nan,
-             "seeds": r.seeds, "peak_GiB": r.peak_bytes / 2**30, "error": r.error}
-            for r in results]
-    return pd.DataFrame(rows)
+    return pd.DataFrame([r.row() for r in results])

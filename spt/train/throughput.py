@@ -95,6 +95,22 @@ def peak_matmul_flops(device: torch.device, n: Optional[int] = None, iters: int 
     return 2 * n ** 3 * iters / (time.perf_counter() - t)
 
 
+def copy_bandwidth(device: torch.device, n: Optional[int] = None, iters: int = 10) -> float:
+    """Measured bytes per second (read + written) of a device-to-device copy of n float32 values
+    (CUDA: 2^28, 1 GiB; CPU: 2^20)."""
+    n = n or (2 ** 28 if device.type == "cuda" else 2 ** 20)
+    x = torch.empty(n, device=device)
+    y = torch.empty_like(x)
+    for _ in range(2):
+        y.copy_(x)
+    _sync(device)
+    t = time.perf_counter()
+    for _ in range(iters):
+        y.copy_(x)
+    _sync(device)
+    return 2 * x.numel() * x.element_size() * iters / (time.perf_counter() - t)
+
+
 def synthetic_spec(name: str, seq_len: int, objective: ObjectiveConfig, d_input: int = 1) -> TaskSpec:
     """A task spec with the right kind of inputs for `objective`: 256 byte/pixel tokens (+ the
     special tokens) for CE, `d_input` continuous channels for L1."""
