@@ -375,22 +375,24 @@ class _Run:
         skips its gradient all-reduce)."""
         if self.graphed is not None:  # the same step over static buffers, replayed on CUDA
             loss, stats = self.graphed(_to(batch, self.device))
-            self.curves.batch(batch, loss)
-            self.bad |= ~torch.isfinite(loss)
-            for k, v in stats.items():
-                totals[k] = totals.get(k, 0) + v
-            return loss
+        else:
+            loss, stats = self._eager_step(batch, weight, micro)
+        self.curves.batch(batch, loss)
+        self.bad |= ~torch.isfinite(loss.detach())
+        for k, v in stats.items():
+            totals[k] = totals.get(k, 0) + v.detach().float()
+        return loss
+
+    def _eager_step(self, batch: dict, weight: float, micro: bool) -> tuple:
+        """(loss, stats) of one micro-batch, its backward taken (DDP's all-reduce skipped while
+        `micro`)."""
         no_sync = self.fwd.no_sync if micro and hasattr(self.fwd, "no_sync") else nullcontext
         with no_sync():
             with autocast(self.device, self.cfg):
                 loss, stats = self.objective.step(self.fwd, _to(batch, self.device), self.gen)
             loss, stats = _global_loss(loss, stats, weight, self.env)
-            self.curves.batch(batch, loss)
-            self.bad |= ~torch.isfinite(loss.detach())
             (loss / self.cfg.accum_steps).backward()
-        for k, v in stats.items():
-            totals[k] = totals.get(k, 0) + v.detach().float()
-        return loss
+        return loss, stats
 
     def optimizer_step(self, epoch: int, loss: torch.Tensor, totals: dict) -> None:
         """Clip, step, schedule; then the step's curves, observer, progress and checkpoint."""
