@@ -65,15 +65,13 @@ def free_conv(cfg: SSMConfig) -> FreeConvConfig:
 def free_kernel_size(cfg: SSMConfig) -> str:
     """What freeing the kernels of `cfg` costs in weights, beside the S4 model's parameters (a
     classifier of one input channel and 10 classes) and those of the kernels it replaces."""
-    from ..data.task import TaskSpec
-    from ..models.model import classifier_model, count_parameters
+    from ..models.model import count_parameters, count_parameters_of
     from ..models.ssm import make_kernel
     n_dir = 1 if cfg.causal else 2
-    plain = replace(cfg, init="random_ssm")  # the same parameters without the HiPPO set-up
     free = cfg.n_layers * n_dir * cfg.d_model * cfg.max_len
-    kernels = cfg.n_layers * count_parameters(make_kernel(plain, n_dir))
-    spec = TaskSpec(name="size", seq_len=cfg.max_len, num_classes=10, d_input=1)
-    model = count_parameters(classifier_model(plain, spec))
+    # random_ssm: the same parameters without the HiPPO set-up
+    kernels = cfg.n_layers * count_parameters(make_kernel(replace(cfg, init="random_ssm"), n_dir))
+    model = count_parameters_of(cfg)
     return (f"its free kernels hold {free / 1e6:.2f}M weights ({cfg.n_layers} layers x {n_dir} "
             f"directions x {cfg.d_model} channels x {cfg.max_len} lags), against "
             f"{model / 1e6:.2f}M parameters in the whole S4 model ({kernels / 1e6:.2f}M in the "

@@ -10,17 +10,13 @@ Grid: model x size x init x seed; each result also holds ``params`` (the actual 
 """
 from __future__ import annotations
 
-from functools import lru_cache
-
 import xarray as xr
 
 from ..config import TransformerConfig, replace
-from ..data.task import TaskSpec
-from ..models.model import classifier_model, count_parameters
+from ..models.model import count_parameters_of
 from ..paper import ssm_row, transformer_row
 from ..paper.results import TABLE9
 from ..paper.table5 import S4_RETRAINED_NOTE, s4_retrained_scratch
-from ..ssm_config import SSMConfig
 from .arms import TaskRef
 from .job import Entry, GridPreset
 from .lra_transformers import task_ref
@@ -31,20 +27,6 @@ from .tables import mean_rows, spt_gains, with_gains
 
 NAME = "09_model_scales"
 SIZES = (100e3, 300e3, 1e6, 3e6, 10e6)
-
-
-@lru_cache(maxsize=None)
-def _count(cfg, d_input: int, num_classes: int) -> int:
-    spec = TaskSpec(name="size", seq_len=cfg.max_len, num_classes=num_classes, d_input=d_input)
-    if isinstance(cfg, SSMConfig):  # same parameters; skips the HiPPO set-up (seconds at d > 1K)
-        cfg = replace(cfg, init="random_ssm")
-    return count_parameters(classifier_model(cfg, spec))
-
-
-def count_parameters_of(cfg, d_input: int = 1, num_classes: int = 10) -> int:
-    """Parameters of `cfg`'s classifier for a continuous input of d_input channels and
-    num_classes classes (cached: configs are frozen)."""
-    return _count(cfg, d_input, num_classes)
 
 
 def resize(cfg, d: int):
@@ -60,7 +42,7 @@ def width_for_params(cfg, target: float, *, d_input: int = 1, num_classes: int =
 
     The count grows with the width, so a bisection over multiples finds it in ~log2 steps."""
     mult = step * (cfg.n_heads if isinstance(cfg, TransformerConfig) else 1)
-    count = lambda k: _count(resize(cfg, k * mult), d_input, num_classes)  # noqa: E731
+    count = lambda k: count_parameters_of(resize(cfg, k * mult), d_input, num_classes)  # noqa: E731
     hi = 1
     while count(hi) < target:
         hi *= 2
@@ -86,7 +68,7 @@ def paper_arms(size: float) -> dict:
     for name, p in (("transformer", t), ("s4", s)):
         # the Table 2 model itself in its column: Table 9's 3M scores are Table 2's, although
         # our count of that S4 (d=512, N=64, GLU, n_ssm 2) is 3.6M (the Transformer's is 3.2M)
-        table2 = abs(_count(p.model, 1, 10) - size) <= 0.5 * size
+        table2 = abs(count_parameters_of(p.model) - size) <= 0.5 * size
         model = p.model if table2 else width_for_params(p.model, size)[0]
         scratch = scratch_arm(p)
         if name == "s4" and not table2:

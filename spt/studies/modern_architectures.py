@@ -36,13 +36,14 @@ import xarray as xr
 
 from ..config import ObjectiveConfig, replace
 from ..mixer_config import GatedDeltaNetConfig, GLAConfig, LRUConfig, Mamba2Config, MambaConfig
+from ..models.model import count_parameters_of
 from ..paper import ssm_row, transformer_row
 from ..paper.results import TABLE2
 from .arms import Arm
 from .job import Entry, GridPreset
 from .lra_transformers import task_ref
 from .mixer_authors import LRU_TASKS
-from .model_scales import count_parameters_of, width_for_params
+from .model_scales import width_for_params
 from .paper_arms import scratch_arm, spt_arm
 from .smoke import smoke_arm, smoke_digits
 from .study import Study, need_root

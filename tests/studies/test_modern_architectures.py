@@ -4,9 +4,9 @@ is fair to every model; your layer takes a mixer's protocol."""
 import pytest
 
 from spt.config import replace
+from spt.models.model import count_parameters_of
 from spt.paper import ssm_row
 from spt.studies import modern_architectures as m13
-from spt.studies.model_scales import count_parameters_of
 
 STUDY = m13.STUDY
 
