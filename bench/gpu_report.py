@@ -38,7 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -59,7 +59,6 @@ class Section:
     status: str = "not run"
     seconds: float = 0.0
     output: str = ""
-    env: dict = field(default_factory=dict)
 
 
 def sections(out: Path, smoke: bool, python: str) -> list[Section]:
