@@ -3,8 +3,10 @@
     python tools/laptop13_budgets.py OUT          # 56 runs, about 45 minutes on 2 cores
 
 Digits (seeds 0-3): study 13's laptop Transformer and the quickstart's, each under study 13's
-laptop budgets and the quickstart's, from scratch and with masked SPT. ListOps (seeds 0-2): study
-13's Transformer and S4 under its 6-epoch supervised budget and under 60 epochs with patience 15.
+former laptop budgets (400 pretraining steps; at most 150 supervised epochs, patience 60: what
+study 14's laptop S4 still trains) and the quickstart's (what study 13 now trains), from scratch
+and with masked SPT. ListOps (seeds 0-2): study 13's Transformer and S4 under its former 6-epoch
+supervised budget (patience 3) and under 60 epochs with patience 15.
 Each run's test / validation accuracy, epochs run and best epoch go to OUT/<run>.json; a run whose
 file exists is not run again.
 """
@@ -21,13 +23,15 @@ import torch
 from spt.config import replace
 from spt.studies import modern_architectures as m13
 from spt.studies.arms import run_arm
+from spt.studies.priors_and_range import laptop_s4_arms
 from spt.studies.quickstart import LAPTOP
 from spt.studies.smoke import laptop_listops
 
 
 def digits_runs():
-    ours, quick = m13.laptop_arms("digits", 64, "ce"), LAPTOP.arms()
-    budgets = {"b13": {"scratch": ours["transformer", "scratch"], "spt": ours["transformer", "masked"]},
+    ours, quick = m13.laptop_arms("digits", 64), LAPTOP.arms()
+    old_scratch, old_spt = laptop_s4_arms()
+    budgets = {"b13": {"scratch": old_scratch, "spt": old_spt},
                "bquick": {"scratch": quick["scratch"], "spt": quick["spt"]}}
     models = {"t13": ours["transformer", "masked"].model, "tquick": quick["spt"].model}
     for m, model in models.items():
@@ -39,15 +43,14 @@ def digits_runs():
 
 
 def listops_runs():
-    arms = m13.laptop_arms("listops", 128, "ce")
+    arms = m13.laptop_arms("listops", 128)
+    epochs = {"b13": dict(epochs=6, patience=3), "long": dict(epochs=60, patience=15)}
     for budget in ("b13", "long"):
         for model in ("transformer", "s4"):
             for seed in range(3):
                 for init in ("scratch", "masked"):
                     arm = arms[model, init]
-                    if budget == "long":
-                        arm = dataclasses.replace(arm, train=replace(arm.train, epochs=60,
-                                                                     patience=15, eval_every=1))
+                    arm = dataclasses.replace(arm, train=replace(arm.train, **epochs[budget]))
                     yield f"listops_{budget}_{model}_{init}_{seed}", laptop_listops(), arm, seed
 
 
