@@ -246,7 +246,7 @@ def section_check(out: Path, smoke: bool, until: float) -> int:
     import torch
 
     from spt.studies import STUDIES
-    from spt.studies.check import check
+    from spt.studies.machinery.check import check
 
     device = "cuda" if torch.cuda.is_available() and not smoke else "cpu"
     only = None

@@ -15,7 +15,7 @@ spt reads every file any released version of it wrote, and files keep their mean
   (:data:`OLD_CONFIG_NAMES`); a model config naming a user layer by an import path spt has since
   renamed (:data:`OLD_LAYER_PATHS`);
 * study result files (netCDF, ``attrs["config"]``) whose cell configuration lacks the later fields:
-  still their cell (:func:`without_later_fields`, used by spt.studies.cells).
+  still their cell (:func:`without_later_fields`, used by spt.studies.machinery.cells).
 * result files and checkpoints written before spt recorded provenance (the code that made them):
   they have none; :func:`spt.results.provenance` shows empty fields for them, and a study run
   counts them as made by other spt code.

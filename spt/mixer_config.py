@@ -3,8 +3,8 @@
 Each config is a stack of ``n_layers`` pre-norm residual blocks around one mixer
 (:class:`spt.models.mixers.stack.MixerStack`), with an optional SwiGLU MLP block after each mixer
 (``mlp_expand``, ``mlp_multiple``), sized by named fields. Each config's defaults are its authors'
-layer and block (the reference files are named in :mod:`spt.studies.mixer_authors`); where spt
-departs from them, :func:`spt.studies.mixer_authors.departures` says how. The shared fields are
+layer and block (the reference files are named in :mod:`spt.studies.machinery.mixer_authors`); where spt
+departs from them, :func:`spt.studies.machinery.mixer_authors.departures` says how. The shared fields are
 :class:`MixerConfig`'s; each subclass adds its mixer's own and names the class that builds it
 (``mixer``, an import path, so this module needs no torch and a checkpoint's ``{"type":
 "MambaConfig", ...}`` rebuilds it).
@@ -292,13 +292,13 @@ class LRUConfig(MixerConfig):
     modes (0: D), |lambda| initialised uniform on the ring [r_min, r_max] and its phase in
     [0, max_phase], stable exponential parameterisation and gamma normalisation; output
     Re(C x_t) + D * u_t, then GELU and a GLU (the paper's block). The paper picks the ring per task
-    (spt.studies.mixer_authors.LRU_TASKS); the defaults are its sCIFAR ring.
+    (spt.studies.machinery.mixer_authors.LRU_TASKS); the defaults are its sCIFAR ring.
 
     recurrent_lr_scale : the learning rate of the recurrent parameters (nu, theta, gamma and B) as
         a multiple of the run's, without weight decay (minimal-LRU's "ssm" group, lr_factor 0.5);
         None: nu, theta and gamma without weight decay at the run's rate, B decayed as a matrix.
     Block: mixer-only, LayerNorm (the LRU's LRA runs use BatchNorm, which spt does not offer here:
-    :mod:`spt.studies.mixer_authors` says why)."""
+    :mod:`spt.studies.machinery.mixer_authors` says why)."""
 
     mixer: ClassVar[str] = "spt.models.mixers.lru:LRU"
     kind: ClassVar[str] = "lru"

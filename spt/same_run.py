@@ -1,6 +1,6 @@
 """When two configurations make the same run: the one rule behind resuming a training run from its
 ``last.pt`` (:mod:`spt.train.engine`) and reusing a study cell's result file
-(:mod:`spt.studies.cells`).
+(:mod:`spt.studies.machinery.cells`).
 
 Two configurations (JSON-like dicts, nested) are the same run when they are equal after
 :func:`identity`:

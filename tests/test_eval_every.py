@@ -7,7 +7,7 @@ import torch
 
 from spt.config import ObjectiveConfig, TrainConfig, TransformerConfig
 from spt.data import digits_task
-from spt.studies.cells import _canonical
+from spt.studies.machinery.cells import _canonical
 from spt.train import pretrain, train_from_scratch
 
 MODEL = TransformerConfig(d_model=16, n_layers=1, n_heads=2, d_ff=32, dropout=0.1, max_len=64)

@@ -31,8 +31,8 @@ from spt.config import ObjectiveConfig, TrainConfig, TransformerConfig
 from spt.data.digits import digits_task
 from spt.layer_config import LayerConfig, UntrustedLayerError
 from spt.models.model import SequenceModel
-from spt.studies import cells
-from spt.studies.cells import Cell, run_cells
+from spt.studies.machinery import cells
+from spt.studies.machinery.cells import Cell, run_cells
 from spt.train import RunInUse, finetune, pretrain
 from spt.train.checkpoint import FORMAT, UnsafeCheckpointError, atomic_save, load_checkpoint, read_checkpoint
 
@@ -221,7 +221,7 @@ from dataclasses import replace
 from functools import partial
 sys.path.insert(0, {here!r})
 import fault_cells
-from spt.studies.cells import Cell, run_cells
+from spt.studies.machinery.cells import Cell, run_cells
 
 if __name__ == "__main__":
     cells = [Cell({{"i": i}}, partial(fault_cells.run, {here!r}, i), {{"i": i}}) for i in range(2)]
@@ -489,7 +489,7 @@ def test_device_cuda_without_cuda_is_refused_before_a_kernel_starts(tmp_path, ca
 def test_plain_papermill_stops_at_the_first_cell_naming_the_parameter(params, says, tmp_path):
     import papermill as pm
 
-    from spt.studies.runner import study_notebook
+    from spt.studies.machinery.runner import study_notebook
     out = tmp_path / "out.ipynb"
     with pytest.raises(pm.PapermillExecutionError) as err:
         pm.execute_notebook(str(study_notebook("00_quickstart")), str(out),
@@ -693,7 +693,7 @@ def test_ctrl_c_and_a_dead_kernel_end_in_one_line_and_the_rerun_resumes(tmp_path
 
 
 def test_the_smoke_data_says_once_why_it_is_written(tmp_path, capsys):
-    from spt.studies.smoke import smoke_data_root
+    from spt.studies.machinery.smoke import smoke_data_root
 
     smoke_data_root(tmp_path / "smoke")
     smoke_data_root(tmp_path / "smoke")

@@ -16,7 +16,7 @@ from spt.model_config import MODEL_CONFIG_TYPES, model_config_from_dict, model_c
 from spt.models.free_conv import FreeConvBlock, FreeConvEncoder, FreeConvKernel
 from spt.models.model import SequenceModel, build_layers, classifier_model, pretraining_model
 from spt.models.ssm import cap_reach
-from spt.studies.yours import model_name
+from spt.studies.machinery.yours import model_name
 from spt.train import finetune, pretrain
 from spt.train.checkpoint import load_checkpoint
 from spt.train.optim import param_groups

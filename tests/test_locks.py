@@ -14,7 +14,7 @@ import pytest
 import xarray as xr
 
 from spt import locks
-from spt.studies.cells import Cell, run_cells
+from spt.studies.machinery.cells import Cell, run_cells
 
 
 @pytest.fixture
@@ -76,7 +76,7 @@ def test_a_study_run_takes_over_a_claim_whose_pid_was_reused(tmp_path, sleeper):
 
 
 def test_a_run_says_which_cells_another_run_computed(tmp_path, monkeypatch):
-    from spt.studies import cells as cells_module
+    from spt.studies.machinery import cells as cells_module
     monkeypatch.setattr(cells_module, "WAIT_POLL", 0.05)
     study = [Cell({"i": i}, partial(_value, i), {"i": i}) for i in range(2)]
     claim = tmp_path / "out" / "shared" / "i=1.claim"

@@ -14,7 +14,7 @@ import xarray as xr
 import spt
 from spt.provenance import current_provenance, describe, git_commit, same_code
 from spt.results import other_code_note, provenance, read_result, run_config, write_result
-from spt.studies.cells import Cell, cell_key, load_study, run_cells
+from spt.studies.machinery.cells import Cell, cell_key, load_study, run_cells
 from spt.train.checkpoint import FORMAT, atomic_save, read_checkpoint
 
 OLD = {"spt": "0.0.1", "commit": "d" * 40, "torch": "2.0.0", "python": "3.10.0", "platform": "x",
@@ -131,7 +131,7 @@ def test_study_run_prints_the_note(tmp_path, monkeypatch, capsys):
     import importlib
 
     from spt.studies.data_scales import STUDY
-    study_module = importlib.import_module("spt.studies.study")  # spt.studies.study is also a function
+    study_module = importlib.import_module("spt.studies.machinery.study")
 
     _write_cell(tmp_path, {"seed": 0}, {"v": 0}, OLD)
     reused = run_cells("st", [Cell({"seed": 0}, never_run, {"v": 0})], tmp_path, log=lambda s: None)

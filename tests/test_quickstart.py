@@ -57,8 +57,8 @@ def test_notebook_defaults_are_the_laptop_preset():
     """`make demo` runs the notebook with its defaults: they must be quickstart.LAPTOP's."""
     import dataclasses
 
+    from spt.studies.machinery.runner import notebook_parameters
     from spt.studies.quickstart import LAPTOP
-    from spt.studies.runner import notebook_parameters
 
     params = notebook_parameters(NOTEBOOK)
     for f in dataclasses.fields(LAPTOP):
@@ -75,7 +75,7 @@ def test_pretrain_val_all_is_an_int_the_parameter_check_takes(monkeypatch):
     import dataclasses
 
     from spt.studies import quickstart
-    from spt.studies.parameters import check_parameters
+    from spt.studies.machinery.parameters import check_parameters
 
     check_parameters(NOTEBOOK, {"pretrain_val": 0})
     monkeypatch.setitem(quickstart.SETUPS, "laptop",
@@ -138,7 +138,7 @@ def test_rerun_reuses_finished_runs_and_refuses_a_changed_config(tmp_path):
 def test_quickstart_and_a_grid_study_write_the_same_variables(tmp_path):
     """One runner: the quickstart (study 00) and a paper study's grid write the same names."""
     from spt.studies import lra_transformers
-    from spt.studies.cells import run_cells
+    from spt.studies.machinery.cells import run_cells
     from spt.studies.quickstart import SMOKE, STUDY
     run = STUDY.run
     quick = run(SMOKE, tmp_path, seeds=[0])
@@ -205,7 +205,7 @@ def test_make_demo_runs_the_demo_preset_and_its_parameters_reach_the_notebooks_s
     from papermill.parameterize import parameterize_notebook
 
     from spt.studies import quickstart
-    from spt.studies.runner import preset_parameters
+    from spt.studies.machinery.runner import preset_parameters
 
     recipe = (ROOT / "Makefile").read_text().split("\ndemo:", 1)[1].split("\n\n", 1)[0]
     assert "spt study run 00_quickstart --preset demo" in recipe

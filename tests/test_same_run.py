@@ -4,7 +4,7 @@ import pytest
 from spt import same_run
 from spt.compat import LATER_TRAIN_FIELDS
 from spt.config import TrainConfig, to_dict
-from spt.studies import cells
+from spt.studies.machinery import cells
 from spt.train import engine
 
 FIELD, OLD = next(iter(LATER_TRAIN_FIELDS.items()))

@@ -446,7 +446,7 @@ def test_the_new_fields_are_later_train_fields_at_their_defaults():
 @pytest.mark.parametrize("field", sorted(NEW_FIELDS))
 def test_result_files_without_the_new_fields_are_still_their_cells(field):
     from spt.config import to_dict
-    from spt.studies.cells import _canonical
+    from spt.studies.machinery.cells import _canonical
     now = to_dict(cfg())
     old = {k: v for k, v in now.items() if k != field}  # as a file written before the field
     assert _canonical({"arm": {"train": old}}) == _canonical({"arm": {"train": now}})
@@ -515,7 +515,7 @@ def test_multistep_settings_are_checked():
 @pytest.mark.parametrize("field", ["lr_milestones", "lr_gamma"])
 def test_files_without_the_multistep_fields_are_still_their_cells(field):
     from spt.config import LATER_TRAIN_FIELDS, to_dict
-    from spt.studies.cells import _canonical
+    from spt.studies.machinery.cells import _canonical
     assert field in LATER_TRAIN_FIELDS
     now = to_dict(cfg())
     old = {k: v for k, v in now.items() if k != field}

@@ -77,7 +77,7 @@ def cycles(edges: dict) -> list:
 
 def test_no_import_cycle_in_spt():
     edges = module_graph()
-    assert len(edges) > 80 and "spt.studies.study" in edges["spt.studies.transformers_vs_s4"]
+    assert len(edges) > 80 and "spt.studies.machinery.study" in edges["spt.studies.transformers_vs_s4"]
     assert cycles(edges) == []
 
 
@@ -92,7 +92,7 @@ STUDY_MODULES = ["quickstart", "lra_transformers", "transformers_vs_s4", "explic
 
 @pytest.mark.parametrize("name", STUDY_MODULES)
 def test_a_study_is_one_object_whose_methods_are_the_study_class(name):
-    from spt.studies.study import Study
+    from spt.studies.machinery.study import Study
     study = importlib.import_module(f"spt.studies.{name}").STUDY
     assert type(study) is Study
     for method in ("run", "cells", "deviations", "table", "stage_views", "preset"):
@@ -109,3 +109,53 @@ def test_the_registry_holds_every_study_once():
         STUDIES["06_kernel_decay"]
     with pytest.raises(ValueError, match="no study"):
         study("99_nothing")
+
+
+# The studies floor: spt/studies/machinery/ at the bottom, the study modules (spt/studies/*.py that
+# define a STUDY) on one floor above it, and the modules that know every study (the registry, the
+# CLI, the laptop results tables, the package itself) on top.
+STUDIES_TOP = {"spt.studies", "spt.studies.registry", "spt.studies.cli",
+               "spt.studies.laptop_results"}
+
+
+def studies_floors(edges: dict) -> tuple[set, set]:
+    """(the study modules, the machinery modules) of spt.studies."""
+    studies = {m for m in edges if m.startswith("spt.studies.") and m.count(".") == 2
+               and m not in STUDIES_TOP}
+    machinery = {m for m in edges if m.startswith("spt.studies.machinery")}
+    return studies, machinery
+
+
+def floor_breaches(edges: dict) -> list:
+    """Every arrow that leaves its floor the wrong way: a study importing another study or the
+    top, the machinery importing a study or the top, anything below spt.studies importing it."""
+    studies, machinery = studies_floors(edges)
+    bad = []
+    for m, targets in edges.items():
+        for t in targets:
+            if m in studies and (t in studies or t in STUDIES_TOP):
+                bad.append((m, t))
+            elif m in machinery and (t in studies or t in STUDIES_TOP):
+                bad.append((m, t))
+            elif not m.startswith("spt.studies") and m != "spt.cli" and t.startswith("spt.studies") \
+                    and m not in ("spt.viz.range_plots",):
+                bad.append((m, t))
+    return sorted(bad)
+
+
+def test_the_studies_sit_on_one_floor_above_their_machinery():
+    edges = module_graph()
+    studies, machinery = studies_floors(edges)
+    assert len(studies) == 12 and "spt.studies.modern_architectures" in studies
+    assert len(machinery) > 20 and "spt.studies.machinery.cells" in machinery
+    for s in studies:  # every study module is a study
+        assert (ROOT / "studies" / f"{s.rsplit('.', 1)[1]}.py").read_text().count("STUDY = ") == 1
+    assert floor_breaches(edges) == []
+
+
+def test_the_floor_check_finds_a_study_importing_a_study():
+    edges = {"spt.studies.a_study": {"spt.studies.b_study"}, "spt.studies.b_study": set(),
+             "spt.studies.machinery.cells": {"spt.studies.registry"},
+             "spt.studies.registry": {"spt.studies.a_study"}}
+    assert floor_breaches(edges) == [("spt.studies.a_study", "spt.studies.b_study"),
+                                     ("spt.studies.machinery.cells", "spt.studies.registry")]

@@ -22,10 +22,10 @@ import torch
 
 from spt.config import replace
 from spt.studies import modern_architectures as m13
-from spt.studies.arms import run_arm
+from spt.studies.machinery.arms import run_arm
+from spt.studies.machinery.smoke import laptop_listops
 from spt.studies.priors_and_range import laptop_s4_arms
 from spt.studies.quickstart import LAPTOP
-from spt.studies.smoke import laptop_listops
 
 
 def digits_runs():

@@ -34,7 +34,7 @@ import xarray as xr
 from spt.analysis.kernel_decay import kernel_abs_comparison
 from spt.hub import build_from_config
 from spt.studies import data_scales, kernel_decay
-from spt.studies.cells import load_study, run_folder
+from spt.studies.machinery.cells import load_study, run_folder
 from spt.train.checkpoint import load_backbone, load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]

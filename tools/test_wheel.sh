@@ -39,11 +39,11 @@ t2=$SECONDS
 "$spt" study run 04_data_scales --preset smoke --out out --quiet
 t3=$SECONDS
 # the notebook ran with the installed notebooks folder as its working directory: it wrote nothing there
-installed="$("$vpy" -c 'from spt.studies.notebooks import packaged_notebooks; print(packaged_notebooks())')"
+installed="$("$vpy" -c 'from spt.studies.machinery.notebooks import packaged_notebooks; print(packaged_notebooks())')"
 [ "$(ls -A "$installed" | grep -vc '\.ipynb$')" = 0 ] || { step "a run wrote into $installed"; ls -A "$installed"; exit 1; }
 "$vpy" - <<'PY'
 from spt.results import provenance
-from spt.studies.cells import load_study
+from spt.studies.machinery.cells import load_study
 ds = load_study("out", "04_data_scales")
 table = provenance(ds)
 print(table.drop(columns=["platform", "python", "host"]).to_string(index=False))

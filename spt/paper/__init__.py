@@ -12,7 +12,7 @@ ICLR 2024), one module per table, so a number is checked against the paper in on
 * :mod:`~spt.paper.appendix` - C.1.2 PathX-256, C.1.4 data scales, C.1.5 Pythia, Table 8 budgets.
 * :mod:`~spt.paper.results`  - the printed results (Tables 1-3, 7-9), shown beside ours.
 * ``settings.tsv``           - the reference every study's paper preset is checked against, field
-  by field, with a source for each value (:mod:`spt.studies.fidelity`).
+  by field, with a source for each value (:mod:`spt.studies.machinery.fidelity`).
 
 "Row" means one of these; "preset" means a study's scale (smoke, laptop, paper).
 """

@@ -27,7 +27,7 @@ DAY = 24 * 3600
 PAPER_OPTIM = dict(betas=PAPER_BETAS, grad_clip=None, max_time=DAY, wd_groups="all")
 # A finetuning or from-scratch run stops after this many epochs without a better validation score,
 # counted once its warmup has ended: a GPU saver the paper does not use (its runs train 200 epochs
-# or 24 h); spt.studies.departures states it.
+# or 24 h); spt.studies.machinery.departures states it.
 PAPER_PATIENCE = 10
 
 
@@ -49,7 +49,7 @@ class PaperRow:
     scratch_pooling : the from-scratch run's pooling where it differs from the model's (the cited
                  S4 PathX run pools by mean where the paper's own PathX runs pool by max).
     row        : (model key, task key) of the row in spt/paper/settings.tsv, the reference that
-                 spt.studies.fidelity checks every stage against.
+                 spt.studies.machinery.fidelity checks every stage against.
     """
 
     model: object

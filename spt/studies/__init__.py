@@ -10,13 +10,22 @@ file per cell (skipping finished ones), a `table(ds)` of our numbers beside the 
 `spt study list | run | batch` (spt.studies.cli) runs the notebooks with papermill;
 `spt study check` (:func:`check`) dry-runs every cell of a preset at its real shapes and estimates
 its cost; `spt study plan` (:func:`plan`) sizes every stage before anything trains.
-"""
-from .arms import Arm, TaskRef, run_arm
-from .cells import Cell, load_study, run_cells
-from .check import check
-from .plan import plan
-from .registry import QUICKSTART, STUDIES, study
-from .study import Study
 
-__all__ = ["Arm", "Cell", "QUICKSTART", "STUDIES", "Study", "TaskRef", "check", "load_study",
-           "plan", "run_arm", "run_cells", "study"]
+Layout, one floor each (tests/test_structure.py keeps the arrows pointing down):
+- ``spt/studies/machinery/``: what every study runs on (arms, cells, the runner, claims, plan,
+  check, SLURM, fidelity, departures, tables, the laptop and smoke sizes, ...); it imports no study;
+- ``spt/studies/<study>.py``: one module per notebook, its presets and table; it imports the
+  machinery and ``spt.paper``, never another study;
+- on top, what knows every study: :mod:`spt.studies.registry`, :mod:`spt.studies.cli`,
+  :mod:`spt.studies.laptop_results` and this package.
+"""
+from .machinery.arms import Arm, TaskRef, run_arm
+from .machinery.cells import Cell, load_study, run_cells
+from .machinery.check import check
+from .machinery.parameters import check_namespace
+from .machinery.plan import plan
+from .machinery.study import Study
+from .registry import QUICKSTART, STUDIES, study
+
+__all__ = ["Arm", "Cell", "QUICKSTART", "STUDIES", "Study", "TaskRef", "check", "check_namespace",
+           "load_study", "plan", "run_arm", "run_cells", "study"]

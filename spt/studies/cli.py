@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from typing import Optional
 
 from ..atomic import DiskFullError, NotAFolderError, NotWritableError
-from .output import stream_notebook_output
+from .machinery.output import stream_notebook_output
 
 
 def _value(text: str):
@@ -27,7 +27,7 @@ def _all_studies() -> dict:
 
 def _takes_model(name: str) -> bool:
     """Whether `spt study run NAME` takes --model: a paper study whose Study.takes_models (its
-    notebook then has a `models` parameter, spt.studies.run_parameters). The quickstart takes
+    notebook then has a `models` parameter, spt.studies.machinery.run_parameters). The quickstart takes
     your models in notebooks/12_your_architecture.ipynb."""
     from .registry import STUDIES
     return name in STUDIES and STUDIES[name].takes_models
@@ -37,7 +37,7 @@ TAKES_MODEL_TOO = "notebooks/12_your_architecture.ipynb runs the quickstart with
 
 
 def cmd_list(args) -> int:
-    from .notebooks import notebooks_dir
+    from .machinery.notebooks import notebooks_dir
     folder = notebooks_dir(args.notebooks)
     print(f"{'study':<27} {'presets':<26} {'--model':<8} what it compares")
     for name, s in _all_studies().items():
@@ -74,8 +74,8 @@ def _out_is_a_folder():
 
 
 def cmd_run(args) -> int:
+    from .machinery.runner import notebook_parameters, run_study, study_notebook
     from .registry import notebook_study
-    from .runner import notebook_parameters, run_study, study_notebook
     params = {k: _value(v) for k, v in args.param}
     nb = study_notebook(args.name, args.notebooks)
     if args.model:
@@ -99,7 +99,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_batch(args) -> int:
-    from .runner import parse_shard, read_grid, run_batch
+    from .machinery.runner import parse_shard, read_grid, run_batch
     with _out_is_a_folder():
         if args.slurm is not None or args.print_sbatch:
             return _submit(args)
@@ -111,8 +111,8 @@ def cmd_batch(args) -> int:
 
 
 def _submit(args) -> int:
-    from .runner import batch_runs, read_grid
-    from .slurm import parse_pairs, sbatch_script, slurm_options, submit_batch
+    from .machinery.runner import batch_runs, read_grid
+    from .machinery.slurm import parse_pairs, sbatch_script, slurm_options, submit_batch
     spec = read_grid(args.grid)
     options = slurm_options({**spec.get("slurm", {}), **parse_pairs(args.slurm or [])})
     if args.print_sbatch:
@@ -143,7 +143,7 @@ def _study_names(names: list) -> list:
 
 
 def cmd_plan(args) -> int:
-    from .plan import SMOKE_PLAN, as_dataframe, format_plans, plan
+    from .machinery.plan import SMOKE_PLAN, as_dataframe, format_plans, plan
     params = {k: _value(v) for k, v in args.param}
     unknown = sorted(set(params) - {"data_root"})
     if unknown:
@@ -173,7 +173,7 @@ def cmd_plan(args) -> int:
 
 def cmd_check(args) -> int:
     from ..train.distributed import device_for
-    from .check import ESTIMATE_ASSUMPTION, as_dataframe, check, cost_table, summary
+    from .machinery.check import ESTIMATE_ASSUMPTION, as_dataframe, check, cost_table, summary
     params = {k: _value(v) for k, v in args.param}
     unknown = sorted(set(params) - {"data_root"})
     if unknown:
@@ -215,7 +215,7 @@ def _check_batch(value: Optional[str], device) -> Optional[int]:
 
 
 def cmd_notebooks_copy(args) -> int:
-    from .notebooks import copy_notebooks
+    from .machinery.notebooks import copy_notebooks
     copies = copy_notebooks(args.dest, overwrite=args.force)
     print(f"copied {len(copies)} notebooks to {args.dest}\n"
           f"open them: jupyter lab {args.dest}   (JupyterLab: pip install 'spt[notebooks]')\n"
@@ -224,7 +224,7 @@ def cmd_notebooks_copy(args) -> int:
 
 
 def cmd_notebooks_where(args) -> int:
-    from .notebooks import notebooks_dir, packaged_notebooks
+    from .machinery.notebooks import notebooks_dir, packaged_notebooks
     print(f"spt's notebooks: {packaged_notebooks()}\n"
           f"spt study uses: {notebooks_dir(args.notebooks)}")
     return 0
@@ -296,8 +296,8 @@ def _guard(fn, prog: str = "spt study"):
 
 
 def _presets_help() -> str:
-    """What each preset is (spt.studies.run_parameters.PRESET_SAYS) and which studies have it."""
-    from .run_parameters import PRESET_SAYS
+    """What each preset is (spt.studies.machinery.run_parameters.PRESET_SAYS) and which studies have it."""
+    from .machinery.run_parameters import PRESET_SAYS
     studies = _all_studies()
     names = list(dict.fromkeys(p for s in studies.values() for p in s.presets))
     parts = []
@@ -340,7 +340,7 @@ def add_study_commands(subparsers) -> argparse.ArgumentParser:
                    "(by default each finished cell prints a line: its metric and time)")
     q.set_defaults(func=_guard(cmd_run))
 
-    from .check import STEPS_IN_WORDS
+    from .machinery.check import STEPS_IN_WORDS
     q = sub.add_parser("check", help="dry-run every cell of a preset at its real shapes",
                        description="Build every cell of the study's preset at the task's real "
                        f"length and take {STEPS_IN_WORDS} optimiser steps of each stage (pretraining, "

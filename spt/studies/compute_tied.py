@@ -16,13 +16,12 @@ from ..paper.appendix import TABLE8_BUDGET_EPOCHS
 from ..paper.results import TABLE8
 from ..paper.table5 import S4_RETRAINED_NOTE, s4_retrained_scratch
 from ..results import format_gain, paired_gain
-from .arms import Arm
-from .job import Entry, GridPreset
-from .lra_transformers import task_ref
-from .paper_arms import scratch_arm, spt_arm
-from .smoke import smoke_arm, smoke_digits
-from .study import Study, need_root
-from .tables import mean_rows, with_gains
+from .machinery.arms import Arm, task_ref
+from .machinery.job import Entry, GridPreset
+from .machinery.paper_arms import scratch_arm, spt_arm
+from .machinery.smoke import smoke_arm, smoke_digits
+from .machinery.study import Study, need_root
+from .machinery.tables import mean_rows, with_gains
 
 NAME = "08_compute_tied"
 SHARES = (0.0, 0.2, 0.4, 0.6)

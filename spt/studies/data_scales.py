@@ -18,13 +18,13 @@ from ..paper.appendix import (
     data_scale_row,
 )
 from ..results import format_gain, gain, paired_gain
-from .arms import Arm, TaskRef
-from .job import Entry, GridPreset
-from .laptop import SSM_PRETRAIN_STEPS
-from .paper_arms import scratch_arm, spt_arm
-from .smoke import smoke_arm, smoke_data_root, smoke_digits
-from .stages import NO_EPOCH_CAP
-from .study import Study, need_root
+from .machinery.arms import Arm, TaskRef
+from .machinery.job import Entry, GridPreset
+from .machinery.laptop import SSM_PRETRAIN_STEPS
+from .machinery.paper_arms import scratch_arm, spt_arm
+from .machinery.smoke import smoke_arm, smoke_data_root, smoke_digits
+from .machinery.stages import NO_EPOCH_CAP
+from .machinery.study import Study, need_root
 
 NAME = "04_data_scales"
 
@@ -113,7 +113,7 @@ def laptop(data_root=None) -> GridPreset:
     continuous pixels: 1,000 masked-L1 pretraining steps at every fraction (lr 3e-3), then
     finetuning (lr 1e-3) vs. scratch over lrs {3e-3, 1e-3}, both until validation accuracy has
     not improved for 20 epochs and 140 steps (70 epochs of the 20 images at 0.02, 35 of 50)."""
-    from . import laptop as lap
+    from .machinery import laptop as lap
     p = ssm_row("image", "s4")
     model = lap.ssm(p.model, 64)
     entries = tuple(Entry((("task", "digits"), ("fraction", f), ("init", i)),

@@ -12,12 +12,12 @@ import xarray as xr
 from ..config import replace
 from ..paper import ssm_row
 from ..paper.results import TABLE7
-from .job import Entry, GridPreset
-from .lra_transformers import task_ref
-from .paper_arms import scratch_arm, spt_arm
-from .smoke import smoke_arm, smoke_data_root, smoke_digits, smoke_listops
-from .study import Study, need_root
-from .tables import compare_table, spt_gains, with_gains
+from .machinery.arms import task_ref
+from .machinery.job import Entry, GridPreset
+from .machinery.paper_arms import scratch_arm, spt_arm
+from .machinery.smoke import smoke_arm, smoke_data_root, smoke_digits, smoke_listops
+from .machinery.study import Study, need_root
+from .machinery.tables import compare_table, spt_gains, with_gains
 
 NAME = "03_explicit_priors"
 TASKS = ("listops", "text", "image", "pathx")
@@ -81,7 +81,7 @@ def laptop(data_root=None) -> GridPreset:
     its structured init and at the random one (N(0, 0.1^2)), on 100 digits 8x8 with continuous
     pixels: SPT (3,000 masked-L1 pretraining steps at lr 3e-3, finetuning at lr 1e-3) vs.
     scratch over lrs {3e-3, 1e-3}, both until validation has not improved for 20 epochs."""
-    from . import laptop as lap
+    from .machinery import laptop as lap
     arms = {}
     for (m, si), variant in VARIANTS.items():
         p = ssm_row("image", variant)

@@ -25,12 +25,11 @@ from ..models.model import count_parameters
 from ..paper import ssm_row
 from ..ssm_config import SSMConfig
 from ..train import pretrain
-from .arms import TaskRef
-from .job import Entry, GridPreset, Job
-from .lra_transformers import task_ref
-from .smoke import shrink, smoke_data_root, smoke_digits, smoke_listops, smoke_train
-from .stages import StageView
-from .study import Study, need_root
+from .machinery.arms import TaskRef, task_ref
+from .machinery.job import Entry, GridPreset, Job
+from .machinery.smoke import shrink, smoke_data_root, smoke_digits, smoke_listops, smoke_train
+from .machinery.stages import StageView
+from .machinery.study import Study, need_root
 
 NAME = "06_kernel_decay"
 TASKS = ("image", "text", "pathx", "listops")
@@ -61,7 +60,7 @@ def kernels_run(ref: TaskRef, model, objective, pretrain_cfg, seed: int, period:
 @dataclass(frozen=True)
 class KernelProbe(Job):
     """One cell's job: self-pretrain S4 on the task, then K_max of its kernels and of its HiPPO
-    initialisation (:func:`kernels_run`); a Job, see :mod:`spt.studies.job`."""
+    initialisation (:func:`kernels_run`); a Job, see :mod:`spt.studies.machinery.job`."""
 
     model: SSMConfig
     objective: ObjectiveConfig
@@ -120,7 +119,7 @@ def smoke(data_root=None) -> GridPreset:
 def laptop(data_root=None) -> GridPreset:
     """S4 (the Image row at d=64, 4 layers, so that the layers' kernels can differ) pretrained
     on the 997 training digits at 16x16 (256 pixels, 16 per row): masked L1, lr 3e-3."""
-    from . import laptop as lap
+    from .machinery import laptop as lap
     p = ssm_row("image", "s4")
     model = replace(lap.ssm(p.model, 256), n_layers=4)
     rows = [("digits16", lap.digits(size=16),

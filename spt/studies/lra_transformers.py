@@ -15,11 +15,11 @@ from ..config import replace
 from ..paper import transformer_row
 from ..paper.results import TABLE1
 from ..paper.table4 import SECOND_MASKED_ROW, SECOND_ROW_NOTE
-from .arms import Arm, TaskRef
-from .job import Entry, GridPreset
-from .smoke import smoke_arm, smoke_data_root, smoke_digits, smoke_listops
-from .study import Study, need_root
-from .tables import compare_table, spt_gains, with_gains, with_your_models
+from .machinery.arms import Arm, task_ref
+from .machinery.job import Entry, GridPreset
+from .machinery.smoke import smoke_arm, smoke_data_root, smoke_digits, smoke_listops
+from .machinery.study import Study, need_root
+from .machinery.tables import compare_table, spt_gains, with_gains, with_your_models
 
 NAME = "01_lra_transformers"
 TASKS = ("listops", "text", "retrieval", "image", "pathfinder", "pathx")
@@ -37,13 +37,6 @@ def paper_arms(task: str) -> dict[str, Arm]:
                   note="Table 1 quotes Tay et al.'s from-scratch numbers; we train the masked "
                        "row's model with its finetuning settings")
     return {"scratch": scratch, "masked": masked, "causal": causal}
-
-
-def task_ref(task: str, root: str) -> TaskRef:
-    """The LRA task as the paper's models read it. Pathfinder / PathX / PathX-256: pixels scaled to
-    [-1, 1] through a linear encoder, pretrained with CE over the 256 intensities of the masked
-    pixels (TaskSpec.levels), as the authors' code does for S4, DLR and the Transformer."""
-    return TaskRef(task, root=root)
 
 
 def paper(data_root=None) -> GridPreset:
@@ -79,7 +72,7 @@ def laptop(data_root=None) -> GridPreset:
     tokens, a d=64 x 3 Transformer, scratch at lr 1e-3, patience 100) with the three
     arms of Table 1: scratch, masked SPT and causal SPT. The causal arm is the masked arm with a
     causal model and next-token CE pretraining, at the same lrs and budgets."""
-    from .quickstart import LAPTOP
+    from .machinery.digits_setup import LAPTOP
     arms = LAPTOP.arms()
     masked = arms["spt"]
     causal = dataclasses.replace(masked, model=replace(masked.model, causal=True),

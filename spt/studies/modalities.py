@@ -16,12 +16,12 @@ import xarray as xr
 from ..config import replace
 from ..paper import table6
 from ..paper.results import TABLE3
-from .arms import TaskRef
-from .job import Entry, GridPreset
-from .paper_arms import scratch_arm, spt_arm
-from .smoke import smoke_arm, smoke_data_root, smoke_digits
-from .study import Study, need_root
-from .tables import compare_table, spt_gains, with_gains
+from .machinery.arms import TaskRef
+from .machinery.job import Entry, GridPreset
+from .machinery.paper_arms import scratch_arm, spt_arm
+from .machinery.smoke import smoke_arm, smoke_data_root, smoke_digits
+from .machinery.study import Study, need_root
+from .machinery.tables import compare_table, spt_gains, with_gains
 
 NAME = "07_additional_modalities"
 TASKS = table6.TASKS

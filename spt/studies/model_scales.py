@@ -12,46 +12,21 @@ from __future__ import annotations
 
 import xarray as xr
 
-from ..config import TransformerConfig, replace
+from ..config import replace
 from ..models.model import count_parameters_of
 from ..paper import ssm_row, transformer_row
 from ..paper.results import TABLE9
 from ..paper.table5 import S4_RETRAINED_NOTE, s4_retrained_scratch
-from .arms import TaskRef
-from .job import Entry, GridPreset
-from .lra_transformers import task_ref
-from .paper_arms import scratch_arm, spt_arm
-from .smoke import smoke_arm, smoke_digits
-from .study import Study, need_root
-from .tables import mean_rows, spt_gains, with_gains
+from .machinery.arms import TaskRef, task_ref
+from .machinery.job import Entry, GridPreset
+from .machinery.paper_arms import scratch_arm, spt_arm
+from .machinery.sizing import width_for_params
+from .machinery.smoke import smoke_arm, smoke_digits
+from .machinery.study import Study, need_root
+from .machinery.tables import mean_rows, spt_gains, with_gains
 
 NAME = "09_model_scales"
 SIZES = (100e3, 300e3, 1e6, 3e6, 10e6)
-
-
-def resize(cfg, d: int):
-    if isinstance(cfg, TransformerConfig):
-        return replace(cfg, d_model=d, d_ff=d * cfg.d_ff // cfg.d_model)
-    return replace(cfg, d_model=d)
-
-
-def width_for_params(cfg, target: float, *, d_input: int = 1, num_classes: int = 10,
-                     step: int = 8):
-    """`cfg` with the width (a multiple of `step`, and of n_heads for Transformers) whose
-    classifier's parameter count is closest to `target`; returns (config, count).
-
-    The count grows with the width, so a bisection over multiples finds it in ~log2 steps."""
-    mult = step * (cfg.n_heads if isinstance(cfg, TransformerConfig) else 1)
-    count = lambda k: count_parameters_of(resize(cfg, k * mult), d_input, num_classes)  # noqa: E731
-    hi = 1
-    while count(hi) < target:
-        hi *= 2
-    lo = max(1, hi // 2)
-    while hi - lo > 1:  # count(lo) < target <= count(hi), or lo == 1
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if count(mid) < target else (lo, mid)
-    k = min((lo, hi), key=lambda k: abs(count(k) - target))
-    return resize(cfg, k * mult), count(k)
 
 
 WIDTH_ONLY_NOTE = ("study 09: the paper does not say how it scaled its models; spt keeps the "

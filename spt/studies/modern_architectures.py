@@ -11,10 +11,10 @@ bidirectional).
 The paper preset gives every mixer the S4 row's protocol on each LRA task (spt.paper.table5):
 its depth, dropout, pooling, head, weight decay, batch sizes, warmups, schedules, epochs and
 budgets, with masked SPT (its SPT settings). From scratch a mixer trains its finetuning settings
-(the same schedule, 200 epochs or 24 h, the same patience: :func:`spt.studies.plan.caps` shows
+(the same schedule, 200 epochs or 24 h, the same patience: :func:`spt.studies.machinery.plan.caps` shows
 the two arms' step caps equal), not the cited S4 runs' from-scratch schedules, which Gu tuned for
 S4: an untuned layer gets the budget its SPT arm gets, as the paper's own retrained scratch
-baselines (S4 random init, DLR) do. Two things differ, both stated in spt.studies.departures:
+baselines (S4 random init, DLR) do. Two things differ, both stated in spt.studies.machinery.departures:
 - width: each mixer is as wide as makes its classifier's parameter count closest to the S4 row's
   (:func:`mixer_model`), so no layer wins by size;
 - learning rate: S4's rates are tuned for S4 (its state-space parameters train at their own rate);
@@ -22,7 +22,7 @@ baselines (S4 random init, DLR) do. Two things differ, both stated in spt.studie
   does for Text) and its pretraining takes the S4 row's rate.
 
 Each mixer is at its authors' default shape (MIXERS: the spt.mixer_config defaults, read from the
-authors' code, :mod:`spt.studies.mixer_authors`), and the LRU at the LRU paper's settings of each
+authors' code, :mod:`spt.studies.machinery.mixer_authors`), and the LRU at the LRU paper's settings of each
 task (ring, phase, state size). Where the parameter match forces a width, the authors' head size
 stays (Mamba-2's 64, Gated DeltaNet's 256) and the head count follows. What still departs from the
 authors, ``STUDY.deviations("paper")`` prints, each with its reason.
@@ -39,15 +39,15 @@ from ..mixer_config import GatedDeltaNetConfig, GLAConfig, LRUConfig, Mamba2Conf
 from ..models.model import count_parameters_of
 from ..paper import ssm_row, transformer_row
 from ..paper.results import TABLE2
-from .arms import Arm
-from .job import Entry, GridPreset
-from .lra_transformers import task_ref
-from .mixer_authors import LRU_TASKS
-from .model_scales import width_for_params
-from .paper_arms import scratch_arm, spt_arm
-from .smoke import smoke_arm, smoke_digits
-from .study import Study, need_root
-from .tables import compare_table, spt_gains, with_gains, with_your_models
+from .machinery.arms import Arm, task_ref
+from .machinery.job import Entry, GridPreset
+from .machinery.laptop import SMALL_D, SMALL_LAYERS, small_s4
+from .machinery.mixer_authors import LRU_TASKS
+from .machinery.paper_arms import scratch_arm, spt_arm
+from .machinery.sizing import width_for_params
+from .machinery.smoke import smoke_arm, smoke_digits
+from .machinery.study import Study, need_root
+from .machinery.tables import compare_table, spt_gains, with_gains, with_your_models
 
 NAME = "13_modern_architectures"
 TASKS = ("listops", "text", "retrieval", "image", "pathfinder", "pathx")
@@ -204,7 +204,7 @@ def smoke(data_root=None) -> GridPreset:
 # Every model at the laptop S4's parameter count (a d=32 x 2 S4, N = 32; the other models' widths
 # are sized to it as the paper preset sizes the mixers); one lr per stage for all models (no grid:
 # it would triple the time), the same budgets for every model.
-LAPTOP_D, LAPTOP_LAYERS = 32, 2
+LAPTOP_D, LAPTOP_LAYERS = SMALL_D, SMALL_LAYERS
 LAPTOP_SEEDS = (0, 1, 2)
 # spt's small shapes (SMALL_SHAPES); Mamba-2's heads of 32 channels leave only widths 16 and 32 near
 # the laptop size: heads of 16
@@ -229,16 +229,10 @@ LAPTOP_NOTE = ("laptop preset: digits 8x8 as pixel tokens and generated ListOps 
                "recurrent parameters at the run's lr")
 
 
-def laptop_s4(seq_len: int):
-    from .laptop import ssm
-    return replace(ssm(ssm_row("image", "s4").model, seq_len, d_state=32), d_model=LAPTOP_D,
-                   n_layers=LAPTOP_LAYERS)
-
-
 def laptop_models(seq_len: int) -> dict:
     """{model: config} of the laptop preset at sequence length seq_len."""
     from ..config import TransformerConfig
-    s4 = laptop_s4(seq_len)
+    s4 = small_s4(seq_len)
     target = count_parameters_of(s4)
     transformer = TransformerConfig(d_model=LAPTOP_D, n_layers=LAPTOP_LAYERS, n_heads=2,
                                     d_ff=2 * LAPTOP_D, dropout=0.1, positions="rotary",
@@ -255,7 +249,7 @@ def laptop_stages(task: str) -> tuple:
     """(objective, pretraining, supervised) of the laptop preset on `task`, for every model."""
     from ..config import TrainConfig
     if task == "digits":
-        from .quickstart import LAPTOP
+        from .machinery.digits_setup import LAPTOP
         spt = LAPTOP.arms()["spt"]
         return spt.objective, spt.pretrain, spt.train
     b = LAPTOP_LISTOPS
@@ -281,8 +275,8 @@ def laptop_arms(task: str, seq_len: int) -> dict:
 
 
 def laptop(data_root=None) -> GridPreset:
-    from .quickstart import LAPTOP
-    from .smoke import laptop_listops
+    from .machinery.digits_setup import LAPTOP
+    from .machinery.smoke import laptop_listops
     tasks = (("digits", LAPTOP.task(), 64), ("listops", laptop_listops(), 128))
     entries = tuple(Entry((("task", t), ("model", m), ("init", i)), ref, arm)
                     for t, ref, L in tasks for (m, i), arm in laptop_arms(t, L).items())

@@ -12,7 +12,7 @@ Two lines of work since the paper ask what "SPT adds N points" is measured again
 * Chen & Chen 2025 (arXiv 2509.20789): a task-dependent initialisation of an SSM (its first
   layer's spectrum matched to the data's) is a data-driven prior that costs no pretraining.
 
-So each model family gets, beside scratch and SPT, its cheap priors (:mod:`spt.studies.baselines`),
+So each model family gets, beside scratch and SPT, its cheap priors (:mod:`spt.studies.machinery.baselines`),
 each trained from scratch and under SPT, with the family's own protocol:
 
     transformer : "alibi"      ALiBi (Press et al. 2022): its fixed distance-decaying attention
@@ -49,13 +49,12 @@ from ..config import ObjectiveConfig, TrainConfig, replace
 from ..paper import ssm_row, transformer_row
 from ..results import format_gain, format_share, paired_gain, share_recovered
 from ..ssm_config import SSMConfig
-from .arms import Arm, TaskRef
-from .baselines import PRIORS, family_arms, technique_ref
-from .job import Entry, GridPreset
-from .lra_transformers import task_ref
-from .paper_arms import scratch_arm, spt_arm
-from .smoke import smoke_arm, smoke_digits
-from .study import Study, need_root
+from .machinery.arms import Arm, TaskRef, task_ref
+from .machinery.baselines import PRIORS, family_arms, technique_ref
+from .machinery.job import Entry, GridPreset
+from .machinery.paper_arms import scratch_arm, spt_arm
+from .machinery.smoke import smoke_arm, smoke_digits
+from .machinery.study import Study, need_root
 
 NAME = "14_priors_and_range"
 TASKS = ("listops", "text", "retrieval", "image", "pathfinder", "pathx")
@@ -169,8 +168,8 @@ def laptop_s4_arms() -> tuple[Arm, Arm]:
     """(scratch, masked SPT) of the laptop S4 (d=32 x 2, N = 32) on the digits: 400 pretraining
     steps at lr 2e-3 (half the pixels masked, CE), then at most 150 supervised epochs at lr 1e-3
     with patience 60, validated every 10 epochs."""
-    from .modern_architectures import laptop_s4
-    model = laptop_s4(64)
+    from .machinery.laptop import small_s4
+    model = small_s4(64)
     pretrain = TrainConfig(lr=2e-3, batch_size=16, epochs=10**6, max_steps=400, warmup_steps=50,
                            eval_every=10, progress=False)
     supervised = TrainConfig(lr=1e-3, batch_size=16, epochs=150, patience=60, warmup_steps=20,
@@ -183,14 +182,14 @@ def laptop_s4_arms() -> tuple[Arm, Arm]:
 
 def laptop_families() -> dict:
     """{family: {(prior, init): Arm}} on the digits."""
-    from .quickstart import LAPTOP
+    from .machinery.digits_setup import LAPTOP
     quick = LAPTOP.arms()
     return {"transformer": family_arms("transformer", quick["scratch"], quick["spt"], "digits"),
             "s4": family_arms("s4", *laptop_s4_arms(), "digits")}
 
 
 def laptop(data_root=None) -> GridPreset:
-    from .quickstart import LAPTOP
+    from .machinery.digits_setup import LAPTOP
     lagged = TaskRef("lagged", options=tuple(LAGGED.items()))
     entries = _entries("digits", LAPTOP.task(), laptop_families(),
                        probe_arms(laptop_probe(64, "digits"), LAPTOP_SPANS["digits"]))

@@ -1,4 +1,4 @@
-"""Every study by name: the :class:`~spt.studies.study.Study` of each notebook.
+"""Every study by name: the :class:`~spt.studies.machinery.study.Study` of each notebook.
 
     STUDIES["02_transformers_vs_s4"].run("smoke", "results")
     study("00_quickstart")          # the quickstart too (it has no paper preset)
@@ -8,9 +8,6 @@ protocol) and study 14 (cheap priors against SPT, and the range probe); :func:`s
 the quickstart.
 """
 from __future__ import annotations
-
-from pathlib import Path
-from typing import Optional
 
 from . import (
     compute_tied,
@@ -26,26 +23,12 @@ from . import (
     text_corpus,
     transformers_vs_s4,
 )
-from .study import Study
+from .machinery.study import KNOWN, Study, find_study, notebook_study  # noqa: F401
 
 STUDIES: dict[str, Study] = {m.STUDY.name: m.STUDY for m in (
     lra_transformers, transformers_vs_s4, explicit_priors, data_scales, text_corpus, kernel_decay,
     modalities, compute_tied, model_scales, modern_architectures, priors_and_range)}
 QUICKSTART: Study = quickstart.STUDY
 
-
-def study(name) -> Study:
-    """The Study named `name` (a study of STUDIES or the quickstart), or an error listing them."""
-    if isinstance(name, Study):
-        return name
-    if name == QUICKSTART.name:
-        return QUICKSTART
-    if name not in STUDIES:
-        raise ValueError(f"no study {name!r}; studies: {QUICKSTART.name}, {', '.join(STUDIES)}")
-    return STUDIES[name]
-
-
-def notebook_study(nb) -> Optional[Study]:
-    """The Study whose notebook is `nb` (a path; its stem is the study's name), or None."""
-    name = Path(nb).stem
-    return QUICKSTART if name == QUICKSTART.name else STUDIES.get(name)
+KNOWN.update({QUICKSTART.name: QUICKSTART, **STUDIES})
+study = find_study

@@ -38,13 +38,13 @@ from ..paper.results import TABLE2
 from ..paper.rows import PAPER_PATIENCE
 from ..train.engine import fit
 from ..train.objectives import Supervised
-from .arms import TaskRef, epochs_run, history_curve
-from .cells import scalar_dataset
-from .job import Entry, GridPreset, Job
-from .smoke import default_smoke_root, smoke_data_root
-from .stages import StageView
-from .study import Study, need_root
-from .tables import compare_table, spt_gains, with_gains
+from .machinery.arms import TaskRef, epochs_run, history_curve
+from .machinery.cells import scalar_dataset
+from .machinery.job import Entry, GridPreset, Job
+from .machinery.smoke import default_smoke_root, smoke_data_root
+from .machinery.stages import StageView
+from .machinery.study import Study, need_root
+from .machinery.tables import compare_table, spt_gains, with_gains
 
 NAME = "05_text_corpus_pretraining"
 INITS = ("pretrained", "random")
@@ -218,7 +218,7 @@ def _finetune_cell(ref: TaskRef, lm: LMConfig, train: TrainConfig, seed: int,
 @dataclass(frozen=True)
 class LMFinetune(Job):
     """One cell's job: finetune the GPT-NeoX of `lm` on the task with `train` (a Job, see
-    :mod:`spt.studies.job`). tiny: the smoke preset's tiny LM (trained on first use); threads:
+    :mod:`spt.studies.machinery.job`). tiny: the smoke preset's tiny LM (trained on first use); threads:
     torch CPU threads while it trains (None: as set)."""
 
     lm: LMConfig

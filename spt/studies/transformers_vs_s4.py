@@ -11,12 +11,12 @@ import xarray as xr
 from ..paper import ssm_row, transformer_row
 from ..paper.appendix import pathx256_s4_row
 from ..paper.results import TABLE2
-from .job import Entry, GridPreset
-from .lra_transformers import task_ref
-from .paper_arms import scratch_arm, spt_arm
-from .smoke import smoke_arm, smoke_data_root, smoke_digits, smoke_listops
-from .study import Study, need_root
-from .tables import compare_table, spt_gains, with_gains, with_your_models
+from .machinery.arms import task_ref
+from .machinery.job import Entry, GridPreset
+from .machinery.paper_arms import scratch_arm, spt_arm
+from .machinery.smoke import smoke_arm, smoke_data_root, smoke_digits, smoke_listops
+from .machinery.study import Study, need_root
+from .machinery.tables import compare_table, spt_gains, with_gains, with_your_models
 
 NAME = "02_transformers_vs_s4"
 TASKS = ("listops", "text", "retrieval", "image", "pathfinder", "pathx")

@@ -27,7 +27,7 @@ import sys
 from functools import partial
 sys.path.insert(0, {here!r})
 import slow_cell
-from spt.studies.cells import Cell, run_cells
+from spt.studies.machinery.cells import Cell, run_cells
 
 if __name__ == "__main__":
     # Ctrl-C raises KeyboardInterrupt, even when this test runs in a background job (which

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from spt.studies import data_scales, explicit_priors, kernel_decay, lra_transformers, quickstart
-from spt.studies.cells import load_study, run_cells
-from spt.studies.laptop import BATCH, DIGITS_POOL, MIN_PATIENCE_STEPS, FewSteps
+from spt.studies.machinery.cells import load_study, run_cells
+from spt.studies.machinery.laptop import BATCH, DIGITS_POOL, MIN_PATIENCE_STEPS, FewSteps
 
 GRID_STUDIES = {
     "00_quickstart": (quickstart, ("init", "seed")),

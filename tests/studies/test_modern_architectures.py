@@ -53,7 +53,7 @@ def test_every_mixer_is_at_its_authors_shape_on_every_task(paper):
     expand_v 1, hidden_ratio 4), fla/modules/mlp.py (rounded to 256); the LRU paper's ring and
     state size per task (LRU_TASKS) and minimal-LRU's lr_factor 0.5."""
     from spt.mixer_config import gated_deltanet_heads, mlp_width
-    from spt.studies.mixer_authors import LRU_TASKS
+    from spt.studies.machinery.mixer_authors import LRU_TASKS
     for task in m13.TASKS:
         mamba, mamba2, gdn, gla, lru = (m13.mixer_model(n, task) for n in m13.MIXERS)
         assert (mamba.d_state, mamba.expand, mamba.d_conv, mamba.mlp_expand) == (16, 2, 4, 0)
@@ -76,7 +76,7 @@ def test_every_mixer_is_at_its_authors_shape_on_every_task(paper):
 def test_deviations_name_every_remaining_difference_from_the_authors(paper):
     """STUDY.deviations("paper") prints each way a mixer departs from its authors' layer and
     block, on the cells where it does; and the check behind it names every field changed."""
-    from spt.studies import mixer_authors as ma
+    from spt.studies.machinery import mixer_authors as ma
     dev = STUDY.deviations("paper", "DATA")
     readings = dict(zip(dev.loc[dev.field == "reading", "why"],
                         dev.loc[dev.field == "reading", "cells"]))
@@ -129,7 +129,7 @@ def test_every_mixer_gets_the_s4_protocol_and_its_lr_grid_on_both_sides(paper):
 
 
 def test_a_mixers_scratch_and_finetuning_caps_are_equal_on_every_task():
-    from spt.studies.plan import caps, plan
+    from spt.studies.machinery.plan import caps, plan
     caps = caps(plan(STUDY.name, preset="paper"))
     mixers = caps[caps.index.get_level_values("model").isin(list(m13.MIXERS))]
     assert len(mixers) == len(m13.TASKS) * len(m13.MIXERS)
@@ -140,7 +140,7 @@ def test_a_mixers_scratch_and_finetuning_caps_are_equal_on_every_task():
 
 
 def test_the_paper_preset_plans_without_a_flag():
-    from spt.studies.plan import plan
+    from spt.studies.machinery.plan import plan
     plans = plan(STUDY.name, preset="paper", tasks=["listops"])
     assert plans and not [p for p in plans if p.flags]
 
@@ -176,8 +176,8 @@ def test_your_layer_takes_a_mixers_protocol():
 
 def test_laptop_cells_run_in_their_ci_form(tmp_path):
     """Two mixers' laptop cells at 2 steps per stage through the study runner."""
-    from spt.studies.cells import run_cells
-    from spt.studies.laptop import FewSteps
+    from spt.studies.machinery.cells import run_cells
+    from spt.studies.machinery.laptop import FewSteps
 
     cells = STUDY.cells("laptop", seeds=[0], dry=FewSteps(2), device="cpu",
                         only="task=listops model=(mamba|lru) ")

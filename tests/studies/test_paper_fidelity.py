@@ -1,6 +1,6 @@
 """Every paper preset, field by field, against spt/paper/settings.tsv (the paper's and the
 authors' settings, with sources): a value that differs must be a stated departure
-(spt.studies.departures), so a preset that drifts from the paper fails here. Then the settings the
+(spt.studies.machinery.departures), so a preset that drifts from the paper fails here. Then the settings the
 second review found wrong or silent, each checked where it lives."""
 import dataclasses
 
@@ -10,7 +10,7 @@ from spt.config import replace, to_dict
 from spt.paper import SSM_ROWS, ssm_row, transformer_row
 from spt.paper.rows import DAY
 from spt.studies import QUICKSTART, STUDIES, departures, fidelity, transformers_vs_s4
-from spt.studies.stages import StageView, stage_values
+from spt.studies.machinery.stages import StageView, stage_values
 
 
 def paper_cells():

@@ -10,7 +10,7 @@ import xarray as xr
 from spt.analysis.range_probe import span_of
 from spt.free_conv_config import FreeConvConfig
 from spt.studies import priors_and_range as m14
-from spt.studies.baselines import baseline_gains
+from spt.studies.machinery.baselines import baseline_gains
 
 STUDY = m14.STUDY
 
@@ -76,7 +76,7 @@ def test_the_laptop_probe_checks_a_known_dependency_length():
 
 
 def test_the_paper_preset_plans_without_a_flag():
-    from spt.studies.plan import plan
+    from spt.studies.machinery.plan import plan
     plans = plan(STUDY.name, preset="paper", tasks=["listops"])
     assert plans and not [p for p in plans if p.flags], [p.flags for p in plans if p.flags]
 
@@ -171,7 +171,7 @@ def test_a_studys_table_shows_its_baselines_gains():
 
 @pytest.mark.parametrize("preset", ["laptop", "paper"])
 def test_the_techniques_change_the_supervised_stage_and_nothing_else(preset):
-    from spt.studies.baselines import TECHNIQUES
+    from spt.studies.machinery.baselines import TECHNIQUES
     p = STUDY.preset(preset, "DATA")
     arms = _arms(p)
     refs = {(c["task"], c["model"], c["prior"], c["init"]): e.ref

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from spt.studies.cells import Cell, load_study, run_cells
+from spt.studies.machinery.cells import Cell, load_study, run_cells
 
 
 def fake_run(value: float, calls_dir, run_dir) -> xr.Dataset:
@@ -68,7 +68,7 @@ def test_workers_give_the_same_results(tmp_path):
 
 
 def test_task_ref_fraction_is_a_nested_subset_of_the_training_split():
-    from spt.studies.arms import TaskRef
+    from spt.studies.machinery.arms import TaskRef
     opts = (("size", 8), ("n_train", 200))
     full, part = (TaskRef("digits", options=opts).load(),
                   TaskRef("digits", fraction=0.25, options=opts).load())

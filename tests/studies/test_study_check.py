@@ -11,7 +11,7 @@ import pytest
 from spt.cli import main
 from spt.data.fixtures import write_fixtures
 from spt.studies import STUDIES
-from spt.studies.check import DryRun, check
+from spt.studies.machinery.check import DryRun, check
 
 # One cell of each study's paper preset that runs in seconds on two CPU cores (an SPT cell where
 # the study has one: pretraining, finetuning from its checkpoint, evaluation). Every cell of every
@@ -109,8 +109,8 @@ def test_dry_run_keeps_the_presets_settings_but_one_step():
 
 
 def test_check_estimates_each_stage_from_its_timed_step_and_the_plan(fixtures, capsys):
-    from spt.studies import plan
-    from spt.studies.check import TIMED_STEPS
+    from spt.studies.machinery import plan
+    from spt.studies.machinery.check import TIMED_STEPS
     only = CHEAP["02_transformers_vs_s4"]
     (r,) = check("02_transformers_vs_s4", data_root=str(fixtures), device="cpu", only=only)
     assert r.ok and set(r.step_seconds) == set(r.estimate_h) == {"pretrain", "finetune"}
@@ -128,7 +128,7 @@ def test_check_estimates_each_stage_from_its_timed_step_and_the_plan(fixtures, c
 
 
 def test_the_cost_table_sums_cells_and_their_seeds():
-    from spt.studies.check import CellCheck, cost_table
+    from spt.studies.machinery.check import CellCheck, cost_table
     a = CellCheck("x", {"task": "a"}, estimate_h={"pretrain": 1.0, "finetune": 2.0},
                   unbounded_h={"pretrain": 1.0, "finetune": 30.0}, seeds=3)
     b = CellCheck("x", {"task": "b"}, estimate_h={"scratch": 0.5}, unbounded_h={"scratch": 0.5},
@@ -191,7 +191,7 @@ def test_dry_run_at_the_stages_own_batch_keeps_batch_and_accumulation():
 def test_a_limit_with_fill_repeats_the_longest_examples():
     import torch
 
-    from spt.studies.arms import longest
+    from spt.studies.machinery.arms import longest
     data = [{"inputs": torch.zeros(n)} for n in (5, 9, 7)]
     assert len(longest(data, 7)) == 3 and longest(data, 2).indices == [1, 2]
     assert longest(data, 7, fill=True).indices == [0, 1, 2, 0, 1, 2, 0]
@@ -200,7 +200,7 @@ def test_a_limit_with_fill_repeats_the_longest_examples():
 def test_check_at_the_stages_own_batch_needs_no_batch_scaling(capsys):
     """The smoke preset's stages at their own batch (32): the estimate is the timed step times the
     step cap, with no scaling by the batch."""
-    from spt.studies import plan
+    from spt.studies.machinery import plan
     only = "task=listops init=masked"
     (r,) = check("01_lra_transformers", preset="smoke", batch=None, device="cpu", only=only)
     assert r.ok, r.error
@@ -216,8 +216,8 @@ def test_check_at_the_stages_own_batch_needs_no_batch_scaling(capsys):
 def test_a_cell_out_of_memory_is_retried_with_half_the_batch():
     import torch
 
-    from spt.studies.cells import Cell
-    from spt.studies.check import run_check
+    from spt.studies.machinery.cells import Cell
+    from spt.studies.machinery.check import run_check
 
     def oom(run_dir):
         raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
@@ -245,7 +245,7 @@ def test_a_cell_out_of_memory_is_retried_with_half_the_batch():
 def test_distinct_cells_keep_one_per_task_and_model(fixtures):
     import json
 
-    from spt.studies.check import distinct_cells
+    from spt.studies.machinery.check import distinct_cells
     from spt.studies.registry import study
     cells = study("01_lra_transformers").cells("paper", data_root=str(fixtures), seeds=[0])
     kept = distinct_cells(cells)

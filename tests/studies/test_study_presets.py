@@ -5,7 +5,7 @@ import importlib
 import pytest
 
 from spt.data.errors import DataMissingError
-from spt.studies.job import GridPreset
+from spt.studies.machinery.job import GridPreset
 
 GRID_STUDIES = ["lra_transformers", "transformers_vs_s4", "explicit_priors", "data_scales",
                 "modalities", "compute_tied", "model_scales"]
@@ -55,7 +55,7 @@ def test_paper_hyper_parameters_are_the_papers():
 def test_width_for_params_picks_the_closest_width():
     from spt.config import TransformerConfig
     from spt.models.model import count_parameters_of
-    from spt.studies.model_scales import resize, width_for_params
+    from spt.studies.machinery.sizing import resize, width_for_params
     base = TransformerConfig(d_model=64, n_layers=2, n_heads=2, d_ff=128, max_len=64)
     cfg, n = width_for_params(base, 50_000)
     assert cfg.d_model % 16 == 0 and cfg.d_ff == 2 * cfg.d_model and n == count_parameters_of(cfg, 1, 10)
@@ -95,7 +95,7 @@ def test_paper_presets_follow_the_paper_and_the_authors_configs():
 
 def test_a_scratch_lr_grid_keeps_the_best_validation_run(tmp_path):
     from spt.config import TrainConfig, TransformerConfig
-    from spt.studies.arms import Arm, TaskRef, run_arm
+    from spt.studies.machinery.arms import Arm, TaskRef, run_arm
     ref = TaskRef("digits", options=(("size", 8), ("n_train", 32), ("val_size", 40),
                                      ("test_size", 40)))
     model = TransformerConfig(d_model=16, n_layers=1, n_heads=2, d_ff=32, max_len=64)

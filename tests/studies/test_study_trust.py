@@ -13,7 +13,7 @@ import pytest
 import xarray as xr
 
 from spt.cli import main
-from spt.studies.cells import Cell, run_cells
+from spt.studies.machinery.cells import Cell, run_cells
 
 
 def slow_run(value: float, calls_dir: Path, run_dir) -> xr.Dataset:
@@ -66,7 +66,7 @@ def test_progress_lines_name_each_cell_its_metric_and_time(tmp_path):
 def test_a_stale_claim_of_a_dead_run_is_taken_over(tmp_path):
     import socket
 
-    from spt.studies.cells import cell_file
+    from spt.studies.machinery.cells import cell_file
     c = cells(tmp_path / "calls", (1.0,))
     claim = cell_file(tmp_path / "out", "st", c[0]).with_suffix(".claim")
     claim.parent.mkdir(parents=True)
@@ -129,8 +129,8 @@ def test_a_second_run_into_one_folder_keeps_both_executed_notebooks(tmp_path):
     import os
     import socket
 
-    from spt.studies.claims import release
-    from spt.studies.runner import executed_path
+    from spt.studies.machinery.claims import release
+    from spt.studies.machinery.runner import executed_path
     first = executed_path(tmp_path, "04_data_scales")
     assert first == tmp_path / "04_data_scales.ipynb"
     # the first run is alive (this process holds its claim): the second gets its own notebook
@@ -161,7 +161,7 @@ def body(value, calls, run_dir):
 
 
 def cells(calls):
-    from spt.studies.cells import Cell
+    from spt.studies.machinery.cells import Cell
     return [Cell({"fraction": v, "seed": 0}, partial(body, v, calls), {"v": v})
             for v in (1.0, 2.0, 3.0, 4.0, 5.0, 6.0)]
 '''
@@ -184,7 +184,7 @@ def test_two_spt_study_runs_into_one_folder_keep_both_notebooks(tmp_path):
     params.metadata["tags"] = ["parameters"]
     calls = tmp_path / "calls"
     body = nbformat.v4.new_code_cell(
-        "import toy_cells\nfrom spt.studies.cells import run_cells\n"
+        "import toy_cells\nfrom spt.studies.machinery.cells import run_cells\n"
         f"ds = run_cells('toy', toy_cells.cells({str(calls)!r}), out_dir)\n"
         "assert ds.test_accuracy.size == 6")
     nb.cells = [params, body]

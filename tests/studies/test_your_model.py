@@ -13,9 +13,9 @@ import torch.nn as nn
 from spt.layer_config import LayerConfig
 from spt.models.model import SequenceModel
 from spt.studies import data_scales, quickstart, transformers_vs_s4
-from spt.studies.check import check
-from spt.studies.job import GridPreset
-from spt.studies.yours import with_models
+from spt.studies.machinery.check import check
+from spt.studies.machinery.job import GridPreset
+from spt.studies.machinery.yours import with_models
 
 
 class MixLayer(nn.Module):
@@ -104,8 +104,8 @@ def test_notebook_12_runs_at_smoke_with_your_layer_and_documents_its_parameters(
     papermill = pytest.importorskip("papermill")
     from pathlib import Path
 
-    from spt.studies.cells import load_study
-    from spt.studies.runner import notebook_parameters
+    from spt.studies.machinery.cells import load_study
+    from spt.studies.machinery.runner import notebook_parameters
 
     nb_path = Path(__file__).resolve().parents[2] / "notebooks" / "12_your_architecture.ipynb"
     params = notebook_parameters(nb_path)
@@ -129,8 +129,8 @@ def test_every_arm_of_the_lra_study_takes_your_layer_causal_one_included(tmp_pat
     see the token it predicts), and a layer spec (the JSON form the CLI carries) is sized like
     the preset's Transformer."""
     from spt.studies import lra_transformers
-    from spt.studies.cells import run_cells
-    from spt.studies.study import preset_cells
+    from spt.studies.machinery.cells import run_cells
+    from spt.studies.machinery.study import preset_cells
 
     spec = {"layer": "test_your_model:MixLayer", "kwargs": {"decay": 0.8}}
     p = with_models(lra_transformers.smoke(), {"mine": spec}, "01")

@@ -96,7 +96,7 @@ def parameters(study: Study) -> list:
     missing = set(run_arguments()) - set(table)
     if missing:
         raise NotImplementedError(f"Study.run takes {sorted(missing)}: declare the notebook "
-                                  f"parameter(s) in spt/studies/run_parameters.py")
+                                  f"parameter(s) in spt/studies/machinery/run_parameters.py")
     return [table[name] for name in run_arguments() if takes(study, name)]
 
 

@@ -1,6 +1,6 @@
 """Where spt's paper presets depart from the paper on purpose, and why.
 
-Each :class:`Departure` names a field of :data:`spt.studies.fidelity.FIELDS`, the rows it covers
+Each :class:`Departure` names a field of :data:`spt.studies.machinery.fidelity.FIELDS`, the rows it covers
 (study, model, task, stage; "*" = any, or a comma-separated list), OUR value, and the reason. A
 preset value that differs from spt/paper/settings.tsv is stated only when a departure here
 covers it with exactly that value: change the preset and the departure no longer applies, so the
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..paper.rows import PAPER_PATIENCE as PATIENCE
+from ...paper.rows import PAPER_PATIENCE as PATIENCE
 from .stages import stage_values
 from .values import ANY, same
 
@@ -124,7 +124,7 @@ def readings(cells) -> list:
     """[(coords, text)] of every reading that applies to a stage of the (coords, [StageView])
     cells: the rule spt chose where the paper and the authors' configs disagree or are silent,
     and every way a mixer departs from its authors' layer and block
-    (:func:`spt.studies.mixer_authors.departures`)."""
+    (:func:`spt.studies.machinery.mixer_authors.departures`)."""
     from .mixer_authors import departures as mixer_departures
     out = []
     for coords, views in cells:

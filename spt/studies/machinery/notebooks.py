@@ -70,13 +70,13 @@ def list_studies(nb_dir=None) -> dict[str, str]:
     """{study name: its title (Study.title)} for every study notebook (the paper's studies of
     :data:`spt.studies.STUDIES`; the quickstart, walkthrough, explorers and your-architecture
     notebooks are not studies of the paper)."""
-    from .registry import STUDIES
+    from .study import KNOWN
 
     out = {}
     for nb in sorted(notebooks_dir(nb_dir).glob("*.ipynb")):
-        if not STUDY_PATTERN.match(nb.stem) or nb.stem not in STUDIES:
+        if not STUDY_PATTERN.match(nb.stem) or nb.stem not in KNOWN:
             continue
-        out[nb.stem] = STUDIES[nb.stem].title
+        out[nb.stem] = KNOWN[nb.stem].title
     return out
 
 

@@ -1,6 +1,6 @@
 """The shapes the mixers' authors give their layers and blocks, and how a mixer config of
 :mod:`spt.mixer_config` departs from them (printed by ``Study.deviations``, through
-:func:`spt.studies.departures.readings`).
+:func:`spt.studies.machinery.departures.readings`).
 
 Every value below was read from the file named beside it:
 
@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from ..mixer_config import (
+from ...mixer_config import (
     GDN_KEY_RATIO,
     GatedDeltaNetConfig,
     GLAConfig,

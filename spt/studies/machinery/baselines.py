@@ -35,10 +35,10 @@ from typing import Callable, Optional
 
 import xarray as xr
 
-from ..config import TransformerConfig, replace
-from ..data.pathfinder import EASIER
-from ..free_conv_config import FreeConvConfig
-from ..ssm_config import SSMConfig
+from ...config import TransformerConfig, replace
+from ...data.pathfinder import EASIER
+from ...free_conv_config import FreeConvConfig
+from ...ssm_config import SSMConfig
 from .arms import Arm, TaskRef
 from .job import GridPreset
 
@@ -65,8 +65,8 @@ def free_conv(cfg: SSMConfig) -> FreeConvConfig:
 def free_kernel_size(cfg: SSMConfig) -> str:
     """What freeing the kernels of `cfg` costs in weights, beside the S4 model's parameters (a
     classifier of one input channel and 10 classes) and those of the kernels it replaces."""
-    from ..models.model import count_parameters, count_parameters_of
-    from ..models.ssm import make_kernel
+    from ...models.model import count_parameters, count_parameters_of
+    from ...models.ssm import make_kernel
     n_dir = 1 if cfg.causal else 2
     free = cfg.n_layers * n_dir * cfg.d_model * cfg.max_len
     # random_ssm: the same parameters without the HiPPO set-up
@@ -141,7 +141,7 @@ def with_techniques(arm: Arm, task: str) -> Arm:
     :func:`technique_ref` adds the data options)."""
     if task not in TECHNIQUES:
         raise ValueError(f"no data-efficiency techniques are set for task {task!r}; tasks with "
-                         f"them: {', '.join(TECHNIQUES)} (spt.studies.baselines.TECHNIQUES)")
+                         f"them: {', '.join(TECHNIQUES)} (spt.studies.machinery.baselines.TECHNIQUES)")
     return dataclasses.replace(arm, train=replace(arm.train, **TECHNIQUES[task][0]))
 
 

@@ -74,7 +74,7 @@ def gain_rows(ds: xr.Dataset, comparisons, *, metric: Optional[str] = None,
     """
     import pandas as pd
 
-    from ..results import format_gain, paired_gain
+    from ...results import format_gain, paired_gain
 
     metric = _metric(ds, metric)
     scale = scale if scale is not None else (100.0 if "accuracy" in metric else 1.0)

@@ -7,8 +7,8 @@
     study.cells("paper", data_root=DIR)    # the cells, for spt study check / plan
 
 A study's presets are functions ``preset(data_root) -> GridPreset``; a preset's entries carry
-jobs (:mod:`spt.studies.job`), so studies 05 and 06, whose jobs are not Arms, run through the same
-code as the rest. Each cell is one result file (:func:`spt.studies.cells.run_cells`).
+jobs (:mod:`spt.studies.machinery.job`), so studies 05 and 06, whose jobs are not Arms, run through the same
+code as the rest. Each cell is one result file (:func:`spt.studies.machinery.cells.run_cells`).
 """
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from typing import Callable, Optional, Sequence
 
 import xarray as xr
 
-from ..data.errors import DataMissingError
-from ..results import other_code_note
+from ...data.errors import DataMissingError
+from ...results import other_code_note
 from .cells import Cell, run_cells
 from .job import GridPreset
 
@@ -41,7 +41,7 @@ def need_root(data_root, study: str) -> str:
 
 def check_data(refs: Sequence, study: str) -> None:
     """Fail before training if any task's data folder is missing, listing what to run."""
-    from ..data.registry import TASK_DIRS
+    from ...data.registry import TASK_DIRS
     missing = {}
     for r in refs:
         if r.name in TASK_DIRS and r.root is not None and \
@@ -82,8 +82,8 @@ def cell_line(coords: dict) -> str:
 
 def preset_cells(p: GridPreset, *, seeds: Optional[Sequence[int]] = None, device: str = "auto",
                  dry=None) -> list[Cell]:
-    """One Cell per entry x seed. dry: a :class:`spt.studies.check.DryRun` or
-    :class:`spt.studies.laptop.FewSteps` (the same cells, shrunk) or None."""
+    """One Cell per entry x seed. dry: a :class:`spt.studies.machinery.check.DryRun` or
+    :class:`spt.studies.machinery.laptop.FewSteps` (the same cells, shrunk) or None."""
     seeds = tuple(seeds) if seeds else p.seeds
     out = []
     for e in p.entries:
@@ -108,7 +108,7 @@ class Study:
     make_table : fn(Dataset) -> DataFrame: our results beside the paper's.
     takes_models : whether your models (``models=``) can run beside the preset's own.
     takes_baselines : whether cheap-prior baselines (``baselines=``) can run beside its scratch
-               arms (:func:`spt.studies.baselines.with_baselines`).
+               arms (:func:`spt.studies.machinery.baselines.with_baselines`).
     models_like : the preset's model whose arms yours copy ("": its first model).
     preset_from : fn(obj) -> GridPreset for presets given as objects (the quickstart's Setup).
     notebook_preset : for a notebook whose parameters are a preset's settings rather than a
@@ -147,9 +147,9 @@ class Study:
                models: Optional[dict] = None,
                baselines: Optional[Sequence[str]] = None) -> GridPreset:
         """The preset (a name, a GridPreset, or an object preset_from understands) with only
-        `tasks`, your `models` beside its own (:func:`spt.studies.yours.with_models`) and the
+        `tasks`, your `models` beside its own (:func:`spt.studies.machinery.yours.with_models`) and the
         cheap-prior `baselines` beside its scratch arms
-        (:func:`spt.studies.baselines.with_baselines`)."""
+        (:func:`spt.studies.machinery.baselines.with_baselines`)."""
         if isinstance(preset, str):
             if preset not in self.presets:
                 raise ValueError(f"study {self.name}: unknown preset {preset!r}; choose from "
@@ -210,7 +210,7 @@ class Study:
         `baselines`, cheap priors trained from scratch beside each scratch arm). workers: cells
         in parallel processes (0: one per core; the smoke preset's cells then run in this
         process); a different `workers` or device agrees up to float rounding and reuses the
-        finished cells (:func:`spt.studies.cells.run_cells`)."""
+        finished cells (:func:`spt.studies.machinery.cells.run_cells`)."""
         p = self.preset(preset, data_root, tasks=tasks, models=models, baselines=baselines)
         check_data([e.task for e in p.entries], self.name)
         print(f"{self.name} [{p.name}]: {p.note}" + (f"\n{SMOKE_SAYS}" if p.name == "smoke" else ""))
@@ -233,7 +233,7 @@ class Study:
     def deviations(self, preset="paper", data_root="DATA"):
         """Where the preset departs from the paper and why (a DataFrame): for the paper preset
         every setting that differs from spt/paper/settings.tsv, with its reason
-        (:mod:`spt.studies.fidelity`), then how the preset reads ambiguous cells of the paper;
+        (:mod:`spt.studies.machinery.fidelity`), then how the preset reads ambiguous cells of the paper;
         for the other presets, what they stand in for."""
         from .departures import readings
         from .fidelity import departures_table
@@ -257,3 +257,25 @@ class Study:
         if extra is None:
             return table
         return with_gains(table, extra)
+
+
+# Every study by name, filled by spt.studies.registry (the spt.studies package imports it, so it
+# is full before any machinery runs): the machinery handed a study's name (the notebook runner, the
+# parameter checks, `spt study plan | check`) finds the Study here, without importing the study
+# modules that sit above it.
+KNOWN: dict = {}
+
+
+def find_study(name) -> Study:
+    """The Study named `name` (a Study is returned as it is), or an error listing them."""
+    if isinstance(name, Study):
+        return name
+    if name not in KNOWN:
+        raise ValueError(f"no study {name!r}; studies: {', '.join(KNOWN)}")
+    return KNOWN[name]
+
+
+def notebook_study(nb) -> Optional[Study]:
+    """The Study whose notebook is `nb` (a path; its stem is the study's name), or None."""
+    return KNOWN.get(Path(nb).stem)
+

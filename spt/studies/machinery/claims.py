@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import locks
+from ... import locks
 
 
 def claim_file(result: Path) -> Path:

@@ -34,7 +34,7 @@ said: dict = {"interrupted": False}
 def _notebook_output_only(record: logging.LogRecord) -> bool:
     """The notebook's own output lines, without papermill's cell markers and blank lines."""
     text = record.getMessage().strip()
-    if ": interrupted with " in text:  # spt.studies.cells.run_cells on a KeyboardInterrupt
+    if ": interrupted with " in text:  # spt.studies.machinery.cells.run_cells on a KeyboardInterrupt
         said["interrupted"] = True
     return bool(text) and not text.startswith(("Executing Cell", "Ending Cell",
                                                "Executing notebook with kernel"))

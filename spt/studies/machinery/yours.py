@@ -13,8 +13,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from ..config import TransformerConfig, replace
-from ..ssm_config import SSMConfig
+from ...config import TransformerConfig, replace
+from ...ssm_config import SSMConfig
 from .job import Entry, GridPreset
 
 
@@ -42,7 +42,7 @@ def layer_from_spec(spec, like, what: str = "layer spec"):
     always like's, so your model is trained the way the preset trains its own. bidirectional:
     run a causal-only layer (Mamba, S5) forwards and backwards, as masked SPT needs.
     """
-    from ..layer_config import LayerConfig
+    from ...layer_config import LayerConfig
 
     if isinstance(spec, (str, type)):
         spec = {"layer": spec}

@@ -30,7 +30,7 @@ import uuid
 from pathlib import Path
 from typing import Optional
 
-from ..atomic import writable_dir
+from ...atomic import writable_dir
 from .notebooks import list_studies, notebooks_dir, study_notebook  # noqa: F401  (public here)
 from .parameters import check_parameters, notebook_parameters  # noqa: F401  (public here)
 
@@ -81,7 +81,7 @@ def preset_parameters(nb: Path, preset: str) -> dict:
     :attr:`Study.notebook_preset`)."""
     if "preset" in notebook_parameters(nb):
         return {"preset": preset}
-    from .registry import notebook_study
+    from .study import notebook_study
     study = notebook_study(nb)
     if study is None or study.notebook_preset is None:
         from .parameters import ParameterError

@@ -24,13 +24,13 @@ from typing import Optional, Union
 import numpy as np
 import xarray as xr
 
-from ..config import ObjectiveConfig, TrainConfig, TransformerConfig, replace, to_dict
-from ..data.task import Task
-from ..layer_config import LayerConfig
-from ..model_config import model_config_to_dict
-from ..models.model import count_parameters
-from ..ssm_config import SSMConfig
-from ..train import finetune, pretrain, train_from_scratch
+from ...config import ObjectiveConfig, TrainConfig, TransformerConfig, replace, to_dict
+from ...data.task import Task
+from ...layer_config import LayerConfig
+from ...model_config import model_config_to_dict
+from ...models.model import count_parameters
+from ...ssm_config import SSMConfig
+from ...train import finetune, pretrain, train_from_scratch
 from .cells import scalar_dataset
 from .job import Job
 
@@ -45,7 +45,7 @@ class TaskRef:
     options  : loader options as (key, value) pairs, e.g. (("seq_len", 512),) or for digits
                (("size", 8), ("n_train", 100)).
     limit    : keep only the `limit` longest examples of each split (the dry run of
-               :mod:`spt.studies.check`: one batch at the task's real length); None = all.
+               :mod:`spt.studies.machinery.check`: one batch at the task's real length); None = all.
     fill     : with a limit, a split with fewer examples repeats its longest ones until it has
                `limit` (a dry run at a stage's own batch on a few fixture examples).
     """
@@ -66,7 +66,7 @@ class TaskRef:
                     longest(task.test, n, fill))
 
     def _load(self) -> Task:
-        from ..data.registry import load_task
+        from ...data.registry import load_task
         return load_task(self.name, self.root, fraction=self.fraction, **dict(self.options))
 
     def to_dict(self) -> dict:
@@ -113,7 +113,7 @@ def longest(dataset, n: int, fill: bool = False):
 
 @dataclass(frozen=True)
 class Arm(Job):
-    """One way to train a model on a task: a :class:`~spt.studies.job.Job` of the grid studies.
+    """One way to train a model on a task: a :class:`~spt.studies.machinery.job.Job` of the grid studies.
 
     model     : TransformerConfig (Transformer) or SSMConfig (S4 / S4D / DLR).
     train     : the supervised run: finetuning after SPT, or training from scratch.
@@ -131,7 +131,7 @@ class Arm(Job):
                 in for it, one line per note ("" = nothing to say); not part of the result's
                 identity.
                 Shown under each study's table with the departures found by
-                :mod:`spt.studies.fidelity`.
+                :mod:`spt.studies.machinery.fidelity`.
     row       : (model key, task key) of the paper settings this arm follows
                 (spt/paper/settings.tsv); () for presets that stand in for the paper.
     task_options : loader options the arm's task needs on top of the entry's (e.g.
@@ -182,7 +182,7 @@ class Arm(Job):
         return dataclasses.replace(ref, options=tuple(options.items()))
 
     def stages(self, ref: TaskRef) -> list:
-        """The stages this arm trains on `ref`, as :class:`~spt.studies.stages.StageView` s."""
+        """The stages this arm trains on `ref`, as :class:`~spt.studies.machinery.stages.StageView` s."""
         from .stages import StageView
         ref = self.task_ref(ref)
         total = self.train.epochs + (self.pretrain.epochs if self.pretrain else 0)
@@ -288,3 +288,10 @@ def run_arm(task: Union[Task, TaskRef], arm: Arm, seed: int, run_dir: Path) -> x
                   **{f"curve_train_{m}": history_curve(r.history, f"train_{m}"),
                      f"curve_val_{m}": history_curve(r.history, f"val_{m}")})
     return scalar_dataset(values, **arrays)
+
+
+def task_ref(task: str, root: str) -> TaskRef:
+    """The LRA task as the paper's models read it. Pathfinder / PathX / PathX-256: pixels scaled to
+    [-1, 1] through a linear encoder, pretrained with CE over the 256 intensities of the masked
+    pixels (TaskSpec.levels), as the authors' code does for S4, DLR and the Transformer."""
+    return TaskRef(task, root=root)

@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
-from ..train.optim import lr_factor
+from ...train.optim import lr_factor
 from .stages import StageView
 
 # where the plan reads the lr (fractions of the step cap)
@@ -155,7 +155,7 @@ def examples_of(ref, sized_by_paper: bool) -> dict:
     """Split sizes of a TaskRef: the paper's official counts through spt's split rules
     (spt.data.sizes) when `sized_by_paper`, else the data read from its root."""
     if sized_by_paper and ref.name != "digits":
-        from ..data.sizes import paper_split_sizes
+        from ...data.sizes import paper_split_sizes
         options = {k: v for k, v in dict(ref.options).items() if k not in ("seq_len", "tokens")}
         sizes = paper_split_sizes(ref.name, ref.fraction, **options)
     else:
@@ -166,11 +166,12 @@ def examples_of(ref, sized_by_paper: bool) -> dict:
     return sizes
 
 
-def plan(study: str, *, preset: str = "paper", data_root=None,
+def plan(study, *, preset: str = "paper", data_root=None,
          tasks: Optional[Sequence[str]] = None) -> list:
-    """One StagePlan per stage of every cell of `study` at `preset` (one seed each: seeds share
-    their plan). Without a data root, a paper preset is sized by the paper's split sizes."""
-    from .registry import study as find_study
+    """One StagePlan per stage of every cell of `study` (its name, or a :class:`Study`) at `preset`
+    (one seed each: seeds share their plan). Without a data root, a paper preset is sized by the paper's
+    split sizes."""
+    from .study import find_study
     s = find_study(study)
     by_paper = preset == "paper" and not data_root
     cells = s.stage_views(preset, data_root or "DATA", tasks)

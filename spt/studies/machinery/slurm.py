@@ -6,7 +6,7 @@
     jobs = submit_batch("02_transformers_vs_s4", read_grid("grid.yaml"), "runs",
                         slurm_options({"partition": "gpu", "time": "24:00:00"}))
 
-Task i of an array of n runs :func:`spt.studies.runner.run_batch` with shard (i, n): the batch runs
+Task i of an array of n runs :func:`spt.studies.machinery.runner.run_batch` with shard (i, n): the batch runs
 i, i + n, ... (by default n is the number of batch runs, one per task). Logs go to
 ``OUT/slurm/<job>_<task>_0_log.{out,err}``.
 
@@ -283,7 +283,7 @@ def submit_batch(study: str, spec: dict, out_dir, options: dict, *, nb_dir=None,
                  cluster: Optional[str] = "slurm", log=print) -> list:
     """Check every batch run's parameters, then submit the batch as one job array; returns
     submitit's jobs (one per task)."""
-    from ..atomic import writable_dir
+    from ...atomic import writable_dir
     from .notebooks import study_notebook
     from .parameters import check_parameters
     from .runner import batch_runs

@@ -9,7 +9,7 @@ drifts shows up here:
     found = compare("02", coords, stage_view)           # [Finding] where ours differs
     departures_table("02", entries)                     # the DataFrame a notebook shows
 
-A difference is either a stated departure (:data:`spt.studies.departures.DEPARTURES`: the field,
+A difference is either a stated departure (:data:`spt.studies.machinery.departures.DEPARTURES`: the field,
 our value and the reason) or an unstated drift, which ``tests/studies/test_paper_fidelity.py``
 rejects.
 """
@@ -26,7 +26,7 @@ from .values import ANY, parse_value, same, show  # noqa: F401  (show: public he
 
 TABLE = Path(__file__).resolve().parents[1] / "paper" / "settings.tsv"
 
-# The fields a reference line may set (units as spt.studies.stages.stage_values gives them).
+# The fields a reference line may set (units as spt.studies.machinery.stages.stage_values gives them).
 FIELDS = {
     "lr": "learning rate (the supervised run's, or pretraining's)",
     "lrs": "learning rates tried as full runs, the best on validation kept",
@@ -151,7 +151,7 @@ def _read_table(path: Path, mtime_ns: int) -> tuple:
             field, sep, raw = item.partition("=")
             if not sep or field not in FIELDS:
                 raise ValueError(f"{where}: {item!r} is not field=value with a field of "
-                                 f"spt.studies.fidelity.FIELDS")
+                                 f"spt.studies.machinery.fidelity.FIELDS")
             pairs.append((field, raw))
         line = Line(i, _keys(study, where), _keys(model, where), _keys(task, where),
                     _keys(stage, where), tuple(pairs), source.strip())
@@ -240,7 +240,7 @@ def departures_table(study: str, cells: Iterable, notes: Optional[Iterable] = No
         groups.setdefault(key, []).append(_cell_name(dict(f.coords)))
     rows = [{"cells": _join(cells_), "stage": stage, "field": field, "ours": ours,
              "paper": theirs, "why": reason or "UNSTATED: drifted from the paper (fix the preset "
-             "or state the departure in spt/studies/departures.py)", "source": source}
+             "or state the departure in spt/studies/machinery/departures.py)", "source": source}
             for (stage, field, ours, theirs, reason, source), cells_ in groups.items()]
     by_note: dict = {}
     for coords, text in notes or ():

@@ -20,13 +20,13 @@ import os
 import sys
 from pathlib import Path
 
-from ..atomic import atomic_write
-from ..config import TrainConfig, TransformerConfig, replace
-from ..data.listops import FOLDER as LISTOPS_FOLDER
-from ..data.listops import write_listops
-from ..data.pathfinder import pathfinder_dir
-from ..data.pathfinder_generator import write_pathfinder
-from ..ssm_config import SSMConfig
+from ...atomic import atomic_write
+from ...config import TrainConfig, TransformerConfig, replace
+from ...data.listops import FOLDER as LISTOPS_FOLDER
+from ...data.listops import write_listops
+from ...data.pathfinder import pathfinder_dir
+from ...data.pathfinder_generator import write_pathfinder
+from ...ssm_config import SSMConfig
 from .arms import Arm, TaskRef
 
 VERSION = 1
@@ -106,7 +106,7 @@ def write_synthetic_bidmc(root) -> Path:
         y = lo + (hi - lo) * (freq - 1.0) / 7.0
         for split, rows in (("TRAIN", slice(0, SYNTHETIC_BIDMC["n_train"])),
                             ("TEST", slice(SYNTHETIC_BIDMC["n_train"], n_all))):
-            head = ["#synthetic stand-in written by spt.studies.smoke (not BIDMC data)",
+            head = ["#synthetic stand-in written by spt.studies.machinery.smoke (not BIDMC data)",
                     f"@problemName BIDMC32{target}", "@timeStamps false", "@missing false",
                     "@univariate false", "@dimensions 2", "@equalLength true",
                     f"@seriesLength {L}", "@targetLabel true", "@data"]

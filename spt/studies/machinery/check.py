@@ -19,7 +19,7 @@ Cost before you spend it: the second optimiser step of each stage (the first pay
 and warm-up) is timed, as is the validation pass per example. At the stage's own batch the timed
 step is the real one; at a fixed dry-run batch it is scaled linearly to the stage's batch (which
 overestimates a GPU, whose larger batches run more efficiently). Multiplied by the
-stage's step cap and validations from the study's plan (:mod:`spt.studies.plan`, the paper's split
+stage's step cap and validations from the study's plan (:mod:`spt.studies.machinery.plan`, the paper's split
 sizes unless ``sizes="data"``), they give each stage's estimated wall time on this device, at most
 its time budget; a cell's estimate is the sum of its stages, a study's the sum over its cells and
 seeds (:data:`ESTIMATE_ASSUMPTION` says what that assumes).
@@ -44,7 +44,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 import torch
 
-from ..config import TrainConfig, replace
+from ...config import TrainConfig, replace
 from .arms import Arm, TaskRef
 
 # TrainConfig fields a dry run sets, whatever the preset says.
@@ -284,7 +284,7 @@ def run_check(study: str, cells: Sequence, device: torch.device,
 
 
 def _check_cell(study: str, cell, device: torch.device) -> CellCheck:
-    from ..train.engine import observe
+    from ...train.engine import observe
     r = CellCheck(study, dict(cell.coords))
     if device.type == "cuda":
         torch.cuda.empty_cache()
@@ -340,11 +340,11 @@ def _first_seed(cells: Sequence) -> list:
     return sorted(out, key=lambda c: order[c.key])
 
 
-def check(study: str, *, preset: str = "paper", data_root=None, batch: Optional[int] = 2,
+def check(study, *, preset: str = "paper", data_root=None, batch: Optional[int] = 2,
           device: str = "auto", only: Optional[str] = None, models: Optional[dict] = None,
           log: Callable[[str], None] = print, sizes: str = "paper",
           distinct: bool = False, until: Optional[float] = None) -> list[CellCheck]:
-    """Dry-run every cell of `study` at `preset` (see the module docstring).
+    """Dry-run every cell of `study` (its name, or a :class:`Study`) at `preset` (see the module docstring).
 
     batch  : the batch of every stage's steps, or None: each stage's own (halved, with more
              accumulation, where it runs out of memory).
@@ -360,8 +360,8 @@ def check(study: str, *, preset: str = "paper", data_root=None, batch: Optional[
     Returns one CellCheck per cell, with its estimated hours; nothing is written outside
     temporary folders.
     """
-    from ..train.distributed import device_for
-    from .registry import study as find_study
+    from ...train.distributed import device_for
+    from .study import find_study
 
     s = find_study(study)
 
@@ -375,12 +375,12 @@ def check(study: str, *, preset: str = "paper", data_root=None, batch: Optional[
     if distinct:
         cells = distinct_cells(cells)
     shown = f"batch {batch}" if batch is not None else "each stage's own batch"
-    log(f"{study} [{preset}]: dry run of {len(cells)} cells"
+    log(f"{s.name} [{preset}]: dry run of {len(cells)} cells"
         + (f" (one per distinct task and model, of {total})" if distinct else "")
         + f", {shown}, device {device_for(device)}")
-    plans = _plans(study, preset, data_root, sizes)
+    plans = _plans(s, preset, data_root, sizes)
     halved = None if batch is not None else (lambda split: {c.key: c for c in cells_at(split)})
-    return run_check(study, cells, device_for(device), log, plans=plans, dry_batch=batch,
+    return run_check(s.name, cells, device_for(device), log, plans=plans, dry_batch=batch,
                      halved=halved, until=until)
 
 
@@ -419,7 +419,7 @@ def distinct_cells(cells: Sequence) -> list:
     return [c for c in cells if id(c) in keep]
 
 
-def _plans(study: str, preset: str, data_root, sizes: str) -> dict:
+def _plans(study, preset: str, data_root, sizes: str) -> dict:
     """{(cell name, stage): StagePlan} of the study's preset, sized as `sizes` says."""
     from .plan import plan
     if sizes not in ("paper", "data"):

@@ -3,11 +3,11 @@
     entry = Entry((("task", "text"), ("init", "spt")), TaskRef("text", root="DATA"), arm)
     preset = GridPreset("paper", (entry, ...), seeds=(0, 1, 2), note="Table 4 rows, LRA data")
 
-A :class:`Job` is one way to train on a task: :class:`spt.studies.arms.Arm` (scratch, or SPT ->
+A :class:`Job` is one way to train on a task: :class:`spt.studies.machinery.arms.Arm` (scratch, or SPT ->
 finetune), study 05's Pythia finetuning (:class:`spt.studies.text_corpus.LMFinetune`) and study
 06's kernel probe (:class:`spt.studies.kernel_decay.KernelProbe`). The study runner
-(:class:`spt.studies.study.Study`) turns each entry x seed into a :class:`spt.studies.cells.Cell`
-through the same five methods, whatever the job.
+(:class:`spt.studies.machinery.study.Study`) turns each entry x seed into a
+:class:`spt.studies.machinery.cells.Cell` through the same five methods, whatever the job.
 """
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ class Job:
                             cell's values; task is a TaskRef (loaded in the worker) or a Task
     stages(ref)          -> [StageView]: the stages it trains, for the plan and the fidelity check
     with_device(device)  -> Job: the same job on another device
-    dry(dry)             -> Job: the job shrunk by a DryRun / FewSteps (spt.studies.check,
-                            spt.studies.laptop)
+    dry(dry)             -> Job: the job shrunk by a DryRun / FewSteps (spt.studies.machinery.check,
+                            spt.studies.machinery.laptop)
     task_ref(ref)        -> TaskRef: the task it reads (a job may need loader options of its own)
     note                 : how the job reads the paper, or what it stands in for ("" = nothing)
     """

@@ -31,9 +31,9 @@ import numpy as np
 import torch
 import xarray as xr
 
-from ..atomic import writable_dir
-from ..results import combine_results, read_result, run_config, write_result
-from ..same_run import differences, identity
+from ...atomic import writable_dir
+from ...results import combine_results, read_result, run_config, write_result
+from ...same_run import differences, identity
 from .claims import holder, release, try_claim
 
 
@@ -181,7 +181,7 @@ def run_cells(study: str, cells: Sequence[Cell], out_dir, *, workers: int = 1,
     the same number of threads per cell; a different ``workers`` changes that number, and with it
     the order of floating-point sums (differences around 1e-7).
 
-    The run claims one cell at a time, when it starts it (:mod:`spt.studies.claims`), so another
+    The run claims one cell at a time, when it starts it (:mod:`spt.studies.machinery.claims`), so another
     run into the same folder takes the cells this one has not started, and then waits for the
     cells the other holds, naming their holders. One line per finished cell: its main metric and
     time. A worker process that dies (the out-of-memory killer) ends the run with

@@ -21,8 +21,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from ..config import ObjectiveConfig, TrainConfig, replace
-from ..ssm_config import SSMConfig
+from ...config import ObjectiveConfig, TrainConfig, replace
+from ...ssm_config import SSMConfig
 from .arms import Arm, TaskRef
 from .smoke import fit_len
 
@@ -147,3 +147,16 @@ class FewSteps:
     def arm(self, arm: Arm) -> Arm:
         return dataclasses.replace(arm, train=self.train(arm.train),
                                    pretrain=None if arm.pretrain is None else self.train(arm.pretrain))
+
+
+# The small S4 of the mixer comparison's and the priors' laptop presets (studies 13 and 14): the
+# Image row's S4 at d=32 x 2 layers with N = 32 (study 13 sizes every other model to its count).
+SMALL_D, SMALL_LAYERS = 32, 2
+
+
+def small_s4(seq_len: int) -> SSMConfig:
+    """The Image row's S4 at laptop size (:func:`ssm`), d=32 x 2 layers, state size 32."""
+    from ...paper import ssm_row
+    return replace(ssm(ssm_row("image", "s4").model, seq_len, d_state=32), d_model=SMALL_D,
+                   n_layers=SMALL_LAYERS)
+

@@ -152,7 +152,7 @@ def _check_device(notebook: str, device: Any, runs_here: bool = True) -> None:
 
 
 def _study_of(nb: Path):
-    from .registry import notebook_study
+    from .study import notebook_study
     return notebook_study(nb)
 
 

@@ -1,12 +1,12 @@
 """What one stage of a study cell trains, seen from outside: the view that the plan
-(:mod:`spt.studies.plan`) sizes and the fidelity check (:mod:`spt.studies.fidelity`) compares with
-the paper's settings.
+(:mod:`spt.studies.machinery.plan`) sizes and the fidelity check
+(:mod:`spt.studies.machinery.fidelity`) compares with the paper's settings.
 
 A cell trains one to three stages: ``pretrain`` then ``finetune`` (SPT), or ``scratch``; study 05
 finetunes Pythia (one ``finetune`` stage), study 06 only pretrains. Every kind of job a study runs
 turns itself into a list of :class:`StageView` (``Arm.stages``, the study modules' own jobs), and
 :func:`stage_values` reads the settings a paper preset is checked on (the fields of
-:data:`spt.studies.fidelity.FIELDS`).
+:data:`spt.studies.machinery.fidelity.FIELDS`).
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import inspect
 from dataclasses import dataclass
 from typing import Optional
 
-from ..config import ObjectiveConfig, TrainConfig
+from ...config import ObjectiveConfig, TrainConfig
 
 # epochs at or above this mean "no epoch cap": the run is bounded by max_steps or its time budget
 NO_EPOCH_CAP = 10**6
@@ -52,7 +52,7 @@ class StageView:
 
 def _loader_default(task: str, option: str):
     """The default of a task loader's keyword `option` (e.g. text's seq_len), or None."""
-    from ..data.registry import TASKS
+    from ...data.registry import TASKS
     if task not in TASKS:
         return None
     fn = TASKS[task].loader
