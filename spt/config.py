@@ -63,8 +63,35 @@ def _check_positive(cls: str, name: str, value, allow_zero: bool = False) -> Non
         raise ValueError(f"{cls}.{name} must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
 
 
+class ModelConfigBase:
+    """What every model config answers for itself, so that the code sizing, naming and grouping
+    models (the studies) needs no switch on config types. A base without fields: each model config
+    is a frozen dataclass of its own fields.
+
+    name   : the model's name in a study's grid ("transformer", "s4", "mamba", ...): its kind.
+    family : "transformer", "ssm" (S4 / S4D / DLR), "conv" (SGConv, free kernel), "mixer"
+             (today's mixers) or "layer" (your layer): what a cheap prior or a size rule applies to.
+    width_multiple : the widths the config allows are multiples of this.
+    resize(d_model) : the config at width d_model, its other sizes following where they are tied
+             to the width.
+    """
+
+    family = "layer"
+
+    @property
+    def name(self) -> str:
+        return self.kind
+
+    @property
+    def width_multiple(self) -> int:
+        return 1
+
+    def resize(self, d_model: int):
+        return replace(self, d_model=d_model)
+
+
 @dataclass(frozen=True)
-class TransformerConfig:
+class TransformerConfig(ModelConfigBase):
     """A pre-LayerNorm Transformer encoder.
 
     d_model, n_layers, n_heads, d_ff : sizes (Table 4 "Features", "Depth", "Num Attn. Heads", "FF size").
@@ -140,6 +167,21 @@ class TransformerConfig:
         if self.locality_bias and self.positions == "alibi":
             raise ValueError(f"{c}: locality_bias=True adds ALiBi's bias on top of the positions; "
                              f"positions='alibi' has it already: set one of them")
+
+    family = "transformer"
+
+    @property
+    def name(self) -> str:
+        return "transformer"
+
+    @property
+    def width_multiple(self) -> int:
+        """Heads split the width."""
+        return self.n_heads
+
+    def resize(self, d_model: int) -> "TransformerConfig":
+        """At width d_model, the feed-forward width scaled by the same factor."""
+        return replace(self, d_model=d_model, d_ff=d_model * self.d_ff // self.d_model)
 
 
 @dataclass(frozen=True)

@@ -10,14 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Optional
 
-from .config import Head, _check_choice, _check_positive, check_finite
+from .config import Head, ModelConfigBase, _check_choice, _check_positive, check_finite
 
 _POOLINGS = ("mean", "max", "last")
 _NORMS = ("layer", "batch")
 
 
 @dataclass(frozen=True)
-class FreeConvConfig:
+class FreeConvConfig(ModelConfigBase):
     """A stack of free-kernel convolution blocks: norm -> (K * z + D z) -> GELU -> linear/GLU,
     where every K[direction, channel, lag] is its own trainable weight.
 
@@ -49,6 +49,7 @@ class FreeConvConfig:
 
     positions: ClassVar[str] = "none"
     kind: ClassVar[str] = "free_conv"
+    family: ClassVar[str] = "conv"
     init: ClassVar[str] = "normal"
 
     d_model: int = 64

@@ -17,7 +17,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Union
 
-from .config import Head, _check_choice, check_finite
+from .config import Head, ModelConfigBase, _check_choice, check_finite
 
 _POOLINGS = ("mean", "max", "last")
 _POSITIONS = ("none", "sinusoidal", "learned")
@@ -129,7 +129,7 @@ def normalise_kwargs(kwargs) -> tuple[tuple[str, Any], ...]:
 
 
 @dataclass(frozen=True)
-class LayerConfig:
+class LayerConfig(ModelConfigBase):
     """A stack of n_layers copies of any sequence layer, found by its importable class path.
 
     layer        : ``"package.module:ClassName"`` (or ``"package.module.ClassName"``), or the class
@@ -167,6 +167,13 @@ class LayerConfig:
     pooling: str = "mean"
     dropout: float = 0.0
     head: Head = "mlp"
+
+    @property
+    def name(self) -> str:
+        """The lower-cased class name of the layer ("module:MyLayer" -> "mylayer")."""
+        layer = self.layer if isinstance(self.layer, str) else \
+            f"{self.layer.__module__}.{self.layer.__qualname__}"
+        return layer.replace(":", ".").rsplit(".", 1)[-1].lower()
 
     def __post_init__(self):
         c = "LayerConfig"

@@ -32,7 +32,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar, Optional
 
-from .config import Head, Pooling, _check_choice, check_finite
+from .config import Head, ModelConfigBase, Pooling, _check_choice, check_finite
 
 _POSITIONS = ("none", "sinusoidal", "learned")
 _NORMS = ("layer", "rms")
@@ -66,7 +66,7 @@ def gated_deltanet_heads(d_model: int, n_heads: int, head_dim: int) -> tuple[int
 
 
 @dataclass(frozen=True)
-class MixerConfig:
+class MixerConfig(ModelConfigBase):
     """The fields every mixer stack shares.
 
     d_model    : width D; every block maps (B, L, D) -> (B, L, D).
@@ -89,6 +89,7 @@ class MixerConfig:
 
     mixer: ClassVar[str] = ""
     kind: ClassVar[str] = ""
+    family: ClassVar[str] = "mixer"
     # the epsilon of block_norm="rms" (mamba-ssm's blocks 1e-5, fla's models 1e-6)
     rms_eps: ClassVar[float] = 1e-5
 

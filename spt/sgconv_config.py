@@ -7,14 +7,14 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
-from .config import Head, _check_choice, check_finite
+from .config import Head, ModelConfigBase, _check_choice, check_finite
 
 _POOLINGS = ("mean", "max", "last")
 _NORMS = ("layer", "batch")
 
 
 @dataclass(frozen=True)
-class SGConvConfig:
+class SGConvConfig(ModelConfigBase):
     """A stack of SGConv blocks: norm -> multi-scale global convolution -> GELU -> linear/GLU.
 
     d_model    : width H (number of independent convolution channels); n_layers: depth.
@@ -38,6 +38,7 @@ class SGConvConfig:
 
     positions: ClassVar[str] = "none"
     kind: ClassVar[str] = "sgconv"
+    family: ClassVar[str] = "conv"
     init: ClassVar[str] = "normal"
 
     d_model: int = 64

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Literal, Optional, Union
 
-from .config import Head, Pooling, _check_choice, _check_positive, check_finite
+from .config import Head, ModelConfigBase, Pooling, _check_choice, _check_positive, check_finite
 
 SSMKind = Literal["s4", "s4d", "dlr"]
 SSMNorm = Literal["layer", "batch"]
@@ -29,7 +29,7 @@ _SSM_DEFAULTS = {  # kind: (SSM-parameter lr, dt_min) as their authors set them
 
 
 @dataclass(frozen=True)
-class SSMConfig:
+class SSMConfig(ModelConfigBase):
     """A stack of state-space blocks (S4, S4D or DLR): norm -> SSM conv -> GELU -> linear/GLU.
 
     kind      : "s4" (DPLR, bilinear, Cauchy kernel), "s4d" (diagonal, ZOH), "dlr" (diagonal linear
@@ -92,6 +92,7 @@ class SSMConfig:
     positions: ClassVar[str] = "none"
 
     kind: SSMKind = "s4"
+    family: ClassVar[str] = "ssm"
     d_model: int = 64
     n_layers: int = 4
     d_state: int = 64

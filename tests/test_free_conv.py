@@ -16,7 +16,6 @@ from spt.model_config import MODEL_CONFIG_TYPES, model_config_from_dict, model_c
 from spt.models.free_conv import FreeConvBlock, FreeConvEncoder, FreeConvKernel
 from spt.models.model import SequenceModel, build_layers, classifier_model, pretraining_model
 from spt.models.ssm import cap_reach
-from spt.studies.machinery.yours import model_name
 from spt.train import finetune, pretrain
 from spt.train.checkpoint import load_checkpoint
 from spt.train.optim import param_groups
@@ -167,7 +166,7 @@ def test_config_round_trips_through_the_registry():
     back = model_config_from_dict(d)
     assert back == cfg and type(back) is FreeConvConfig
     assert (cfg.positions, cfg.kind, cfg.init) == ("none", "free_conv", "normal")
-    assert model_name(cfg) == "free_conv"
+    assert cfg.name == "free_conv" and cfg.family == "conv"
     assert isinstance(build_layers(cfg), FreeConvEncoder)
 
 

@@ -75,6 +75,9 @@ SMALL_SHAPES = {
     "lru": dict(d_state=0, r_min=0.9, r_max=0.999, max_phase=6.283, recurrent_lr_scale=None),
 }
 MODELS = ("transformer", "s4", *MIXERS)
+# {mixer: {task: its settings there}}: the mixers whose authors set them per task (the LRU's ring,
+# phase and state size)
+TASK_SETTINGS = {"lru": LRU_TASKS}
 
 # The supervised runs' learning rates per mixer (scratch and finetuning alike). Their papers train
 # at 1e-3 to 4e-3 (language modelling) and 1e-3 to 4e-3 (LRU on LRA); the grid spans that range
@@ -120,8 +123,8 @@ def mixer_model(name: str, task: str):
     s4 = ssm_row(task, "s4").model
     cfg = replace(MIXERS[name], n_layers=s4.n_layers, dropout=s4.dropout, pooling=s4.pooling,
                   head=s4.head, max_len=s4.max_len)
-    if isinstance(cfg, LRUConfig):
-        cfg = replace(cfg, **LRU_TASKS[task]._asdict())
+    if name in TASK_SETTINGS:
+        cfg = replace(cfg, **TASK_SETTINGS[name][task]._asdict())
     return sized_like(cfg, s4_size(task))
 
 

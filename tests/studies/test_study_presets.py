@@ -55,12 +55,12 @@ def test_paper_hyper_parameters_are_the_papers():
 def test_width_for_params_picks_the_closest_width():
     from spt.config import TransformerConfig
     from spt.models.model import count_parameters_of
-    from spt.studies.machinery.sizing import resize, width_for_params
+    from spt.studies.machinery.sizing import width_for_params
     base = TransformerConfig(d_model=64, n_layers=2, n_heads=2, d_ff=128, max_len=64)
     cfg, n = width_for_params(base, 50_000)
     assert cfg.d_model % 16 == 0 and cfg.d_ff == 2 * cfg.d_model and n == count_parameters_of(cfg, 1, 10)
     for d in range(16, 400, 16):  # no multiple of 16 is closer to the target
-        assert abs(count_parameters_of(resize(base, d), 1, 10) - 50_000) >= abs(n - 50_000)
+        assert abs(count_parameters_of(base.resize(d), 1, 10) - 50_000) >= abs(n - 50_000)
 
 
 def test_paper_presets_follow_the_paper_and_the_authors_configs():

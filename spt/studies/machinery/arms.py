@@ -26,7 +26,6 @@ import xarray as xr
 
 from ...config import ObjectiveConfig, TrainConfig, TransformerConfig, replace, to_dict
 from ...data.task import Task
-from ...layer_config import LayerConfig
 from ...model_config import model_config_to_dict
 from ...models.model import count_parameters
 from ...ssm_config import SSMConfig
@@ -271,7 +270,7 @@ def run_arm(task: Union[Task, TaskRef], arm: Arm, seed: int, run_dir: Path) -> x
         if checkpoint is not None:
             # a layer outside spt in the checkpoint is the one this arm's own config names
             r = finetune(task, checkpoint, cfg, out, pooling=arm.pooling, resume=True,
-                         trust_remote_code=isinstance(arm.model, LayerConfig))
+                         trust_remote_code=arm.model.family == "layer")
         else:
             model = arm.model if arm.pooling is None else replace(arm.model, pooling=arm.pooling)
             r = train_from_scratch(task, model, cfg, out, resume=True)

@@ -195,11 +195,7 @@ def family_arms(family: str, scratch: Arm, spt: Arm, task: Optional[str] = None)
 def family_of(model) -> Optional[str]:
     """The PRIORS family of a model config: "transformer", "s4" (an S4 / S4D / DLR stack), or
     None (a layer no cheap prior here applies to)."""
-    if isinstance(model, TransformerConfig):
-        return "transformer"
-    if isinstance(model, SSMConfig):
-        return "s4"
-    return None
+    return {"transformer": "transformer", "ssm": "s4"}.get(getattr(model, "family", None))
 
 
 def _applies(family: str, prior: str, model, task: str) -> bool:

@@ -5,14 +5,7 @@ the paper's models and study 13 sizes the mixers like S4.
 """
 from __future__ import annotations
 
-from ...config import TransformerConfig, replace
 from ...models.model import count_parameters_of
-
-
-def resize(cfg, d: int):
-    if isinstance(cfg, TransformerConfig):
-        return replace(cfg, d_model=d, d_ff=d * cfg.d_ff // cfg.d_model)
-    return replace(cfg, d_model=d)
 
 
 def width_for_params(cfg, target: float, *, d_input: int = 1, num_classes: int = 10,
@@ -21,8 +14,8 @@ def width_for_params(cfg, target: float, *, d_input: int = 1, num_classes: int =
     classifier's parameter count is closest to `target`; returns (config, count).
 
     The count grows with the width, so a bisection over multiples finds it in ~log2 steps."""
-    mult = step * (cfg.n_heads if isinstance(cfg, TransformerConfig) else 1)
-    count = lambda k: count_parameters_of(resize(cfg, k * mult), d_input, num_classes)  # noqa: E731
+    mult = step * cfg.width_multiple
+    count = lambda k: count_parameters_of(cfg.resize(k * mult), d_input, num_classes)  # noqa: E731
     hi = 1
     while count(hi) < target:
         hi *= 2
@@ -31,4 +24,4 @@ def width_for_params(cfg, target: float, *, d_input: int = 1, num_classes: int =
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if count(mid) < target else (lo, mid)
     k = min((lo, hi), key=lambda k: abs(count(k) - target))
-    return resize(cfg, k * mult), count(k)
+    return cfg.resize(k * mult), count(k)

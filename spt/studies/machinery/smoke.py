@@ -21,12 +21,11 @@ import sys
 from pathlib import Path
 
 from ...atomic import atomic_write
-from ...config import TrainConfig, TransformerConfig, replace
+from ...config import TrainConfig, replace
 from ...data.listops import FOLDER as LISTOPS_FOLDER
 from ...data.listops import write_listops
 from ...data.pathfinder import pathfinder_dir
 from ...data.pathfinder_generator import write_pathfinder
-from ...ssm_config import SSMConfig
 from .arms import Arm, TaskRef
 
 VERSION = 1
@@ -123,7 +122,7 @@ SMOKE_EPOCHS = 2
 
 def shrink(model, **sizes):
     """The paper's model reduced to smoke size, keeping its kind, positions, pooling, causality."""
-    if isinstance(model, SSMConfig):
+    if model.family == "ssm":
         base = dict(d_model=16, n_layers=2, d_state=8 if model.kind != "dlr" else 16)
     else:  # the Transformer's sizes, or a mixer's (which has no heads or d_ff of its own)
         fields = {f.name for f in dataclasses.fields(model)}
@@ -148,7 +147,7 @@ def smoke_train(cfg: TrainConfig, epochs: int = SMOKE_EPOCHS, **changes) -> Trai
 def fit_len(model, seq_len: int):
     """Set the model's max_len to the task's sequence length (and drop local attention blocks that
     no longer divide it)."""
-    if isinstance(model, TransformerConfig) and model.local_block and model.local_block >= seq_len:
+    if getattr(model, "local_block", None) and model.local_block >= seq_len:
         model = replace(model, local_block=None)
     return replace(model, max_len=seq_len)
 

@@ -13,22 +13,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from ...config import TransformerConfig, replace
-from ...ssm_config import SSMConfig
+from ...config import replace
 from .job import Entry, GridPreset
-
-
-def model_name(cfg) -> str:
-    """The "model" coordinate of a model config: transformer, s4 / s4d / dlr, sgconv, free_conv,
-    or the lower-cased class name of a LayerConfig's layer."""
-    if isinstance(cfg, TransformerConfig):
-        return "transformer"
-    if isinstance(cfg, SSMConfig) or getattr(type(cfg), "kind", None):  # S4 / DLR, convs, mixers
-        return cfg.kind
-    layer = getattr(cfg, "layer", None)
-    if isinstance(layer, str):
-        return layer.replace(":", ".").rsplit(".", 1)[-1].lower()
-    return getattr(cfg, "kind", type(cfg).__name__.lower())
 
 
 def layer_from_spec(spec, like, what: str = "layer spec"):
@@ -88,7 +74,7 @@ def with_models(p: GridPreset, models: Optional[dict], study: str,
              does.
     like   : the preset's model whose arms yours copy (default: its first model).
     A preset without a "model" coordinate (studies 00, 01, 04) gets one: its own entries are
-    named by their model (:func:`model_name`).
+    named by their model (its config's ``name``).
     """
     if not models:
         return p
@@ -99,7 +85,7 @@ def with_models(p: GridPreset, models: Optional[dict], study: str,
             return e
         at = dims.index("task") + 1 if "task" in dims else 0
         c = list(e.coords)
-        return dataclasses.replace(e, coords=tuple(c[:at] + [("model", model_name(e.job.model))] +
+        return dataclasses.replace(e, coords=tuple(c[:at] + [("model", e.job.model.name)] +
                                                    c[at:]))
 
     entries = [named(e) for e in p.entries]
