@@ -9,7 +9,8 @@ import pytest
 from spt.config import replace, to_dict
 from spt.paper import SSM_ROWS, ssm_row, transformer_row
 from spt.paper.rows import DAY
-from spt.studies import QUICKSTART, STUDIES, departures, fidelity, transformers_vs_s4
+from spt.studies import QUICKSTART, STUDIES, transformers_vs_s4
+from spt.studies.machinery import departures, fidelity
 from spt.studies.machinery.stages import StageView, stage_values
 
 
