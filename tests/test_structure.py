@@ -137,8 +137,7 @@ def floor_breaches(edges: dict) -> list:
                 bad.append((m, t))
             elif m in machinery and (t in studies or t in STUDIES_TOP):
                 bad.append((m, t))
-            elif not m.startswith("spt.studies") and m != "spt.cli" and t.startswith("spt.studies") \
-                    and m not in ("spt.viz.range_plots",):
+            elif not m.startswith("spt.studies") and m != "spt.cli" and t.startswith("spt.studies"):
                 bad.append((m, t))
     return sorted(bad)
 

@@ -20,6 +20,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Mapping, Optional
 
+UNCAPPED = -1  # the span coordinate of a probe whose reach is not capped
+
 
 def _per_direction(cfg) -> int:
     return cfg.n_layers if cfg.causal else 2 * cfg.n_layers

@@ -44,7 +44,7 @@ from typing import Optional
 import numpy as np
 import xarray as xr
 
-from ..analysis.range_probe import capped, needed_span
+from ..analysis.range_probe import UNCAPPED, capped, needed_span
 from ..config import ObjectiveConfig, TrainConfig, replace
 from ..paper import ssm_row, transformer_row
 from ..results import format_gain, format_share, paired_gain, share_recovered
@@ -58,7 +58,6 @@ from .machinery.study import Study, need_root
 
 NAME = "14_priors_and_range"
 TASKS = ("listops", "text", "retrieval", "image", "pathfinder", "pathx")
-UNCAPPED = -1  # the span coordinate of an uncapped model
 
 
 def probe_arms(arm: Arm, spans) -> dict:
@@ -307,6 +306,11 @@ CLASSES = {"digits": 10, "lagged": LAGGED["symbols"], "listops": 10, "text": 2, 
 def chance_pct(task: str) -> float:
     """Chance accuracy (%) on one of the study's tasks."""
     return 100.0 / CLASSES[task]
+
+
+def chance(ds: xr.Dataset) -> dict:
+    """{task: chance accuracy (%)} of the tasks in the study's results."""
+    return {str(t): chance_pct(str(t)) for t in ds.task.values}
 
 
 def headline(ds: xr.Dataset) -> str:

@@ -1,23 +1,24 @@
 """The range probe's figure (study 14): accuracy against the span a capped model can relate.
 
-    fig_range_curve(ds)      # one panel per task: the probe's test accuracy over spans, every
-                             # seed as a dot, the mean as a line, the uncapped probe and chance
-                             # as horizontal lines
+    from spt.studies import priors_and_range as m14
+    fig_range_curve(m14.range_curve(ds), m14.chance(ds))   # one panel per task: the probe's test
+        # accuracy over spans, every seed as a dot, the mean as a line, the uncapped probe and
+        # chance as horizontal lines
 """
 from __future__ import annotations
+
+from typing import Mapping
 
 import numpy as np
 from matplotlib.figure import Figure
 
-from ._data import as_dataset
+from ..analysis.range_probe import UNCAPPED
 
 
-def fig_range_curve(results) -> Figure:
-    """results: study 14's Dataset (or a .nc file / folder). Chance is a dotted line; the x axis
-    is symlog, so span 0 (no context) shows."""
-    from ..studies.priors_and_range import UNCAPPED, chance_pct, range_curve
-
-    curve = range_curve(as_dataset(results, "study 14 results"))
+def fig_range_curve(curve, chance: Mapping[str, float]) -> Figure:
+    """curve: the probe's test accuracy (%) over (task, span, seed), span UNCAPPED for the uncapped
+    probe (study 14's ``range_curve(ds)``); chance: {task: chance accuracy (%)}, a dotted line.
+    The x axis is symlog, so span 0 (no context) shows."""
     tasks = [str(t) for t in curve.task.values]
     fig = Figure(figsize=(4.2 * len(tasks), 3.4), layout="constrained")
     axes = fig.subplots(1, len(tasks), squeeze=False)[0]
@@ -31,7 +32,7 @@ def fig_range_curve(results) -> Figure:
         if UNCAPPED in c.span.values:
             ax.axhline(float(c.sel(span=UNCAPPED).mean("seed")), color="C1", ls="--",
                        label="uncapped")
-        ax.axhline(chance_pct(task), color="0.3", ls=":", label="chance")
+        ax.axhline(chance[task], color="0.3", ls=":", label="chance")
         ax.set_xscale("symlog", linthresh=1)
         ax.set_xticks(spans, [str(k) for k in spans])
         ax.set(title=task, xlabel="span (the longest distance it can relate)",

@@ -24,7 +24,7 @@ from .departures import reason_for
 from .stages import StageView, stage_values
 from .values import ANY, parse_value, same, show  # noqa: F401  (show: public here)
 
-TABLE = Path(__file__).resolve().parents[1] / "paper" / "settings.tsv"
+TABLE = Path(__file__).resolve().parents[2] / "paper" / "settings.tsv"
 
 # The fields a reference line may set (units as spt.studies.machinery.stages.stage_values gives them).
 FIELDS = {

@@ -14,7 +14,7 @@ from pathlib import Path
 
 STUDY_PATTERN = re.compile(r"^(0[1-9]|[1-9][0-9])_[a-z0-9_]+$")
 
-_PACKAGE = Path(__file__).resolve().parents[1]
+_PACKAGE = Path(__file__).resolve().parents[2]  # spt/
 
 
 def _has_notebooks(folder) -> bool:
