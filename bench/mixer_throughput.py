@@ -14,7 +14,7 @@ CUDA synchronisation; the loop-over-time reference and mambapy are left out ther
 One measurement: one causal mixer of spt.mixer_config at d_model (default 64) with its authors'
 default shape, x (batch, L, d_model) -> y, backward of a fixed random projection of y. Paths:
 "spt" the mixer as built (its chunked / pairwise-scan CPU form), "ref" the same weights with every
-recurrence run by its ``*_ref`` loop over time (spt.models.mixers.common.with_reference), and for
+recurrence at backend "ref", its loop over time (spt.models.mixers.common.with_reference), and for
 Mamba "mambapy" (mambapy's MambaBlock, its parallel scan: a third-party pure-PyTorch Mamba).
 Time is the median of --repeat calls after one warm-up call, in one process, torch threads set by
 --threads; "x ref" and "x mambapy" are spt's speed over theirs, measured in the same run. A

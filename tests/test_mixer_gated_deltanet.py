@@ -113,21 +113,24 @@ def test_rule_equals_fla_naive_forms():
 
 @pytest.mark.parametrize("causal", [True, False])
 def test_kernel_branch_calls_fla_as_its_signature_says(causal, monkeypatch):
-    """The CUDA branch of the cores, run on the CPU with fla's naive chunk form standing in for
-    chunk_gated_delta_rule (same keywords q, k, v, g, beta, scale, output_final_state; (B, L, H, .)
-    layout; returns (o, state)): the mixer's outputs and gradients equal the loop's, padded."""
+    """The library branch of gated_delta_rule, run on the CPU with fla's naive chunk form standing
+    in for chunk_gated_delta_rule (same keywords q, k, v, g, beta, scale, output_final_state;
+    (B, L, H, .) layout; returns (o, state)): the mixer's outputs and gradients equal the loop's
+    (backend "ref"), padded."""
     naive = pytest.importorskip("fla.ops.gated_delta_rule.naive")
     torch.manual_seed(0)
     mixer = GatedDeltaNet(D, causal=causal, **SMALL)
     ref = with_reference(mixer)
-    from spt.models.mixers import gated_deltanet
+    from spt.kernels import delta_rule
     asked = []
 
-    def kernel(module, name, x):
+    def kernel(where, backend, x, module, name, install):
+        if backend == "ref":
+            return None
         asked.append(f"{module}:{name}")
         return naive.naive_chunk_gated_delta_rule
 
-    monkeypatch.setattr(gated_deltanet, "cuda_kernel", kernel)
+    monkeypatch.setattr(delta_rule, "library_kernel", kernel)
     x, valid = padded_batch(D)
     same_outputs_and_grads(mixer, ref, x, valid)
     assert asked and set(asked) == {"fla.ops.gated_delta_rule:chunk_gated_delta_rule"}
@@ -218,20 +221,24 @@ def test_model_builds_runs_padded_and_its_config_round_trips():
 
 @pytest.mark.gpu
 def test_fla_cuda_kernel_equals_spt_form():
-    """On CUDA with fla installed the cores call chunk_gated_delta_rule; it must agree with spt's
-    chunked form on the CPU for the same mixer (outputs and gradients, padded, both directions),
-    within a relative error of 5e-3 (fla's Triton kernels may multiply in TF32)."""
+    """The cores with backend="library" (fla's chunk_gated_delta_rule) agree with the same mixer
+    at backend="torch" (spt's chunked form) on CUDA (outputs and gradients, padded, both
+    directions), within a relative error of 5e-3 (fla's Triton kernels may multiply in TF32)."""
     pytest.importorskip("fla.ops.gated_delta_rule")
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
     fla_one_config()  # a check of results needs one config per kernel, not autotuning
     torch.manual_seed(0)
     for causal in (True, False):
-        cpu = GatedDeltaNet(64, causal=causal, **SMALL)
-        gpu = copy.deepcopy(cpu).cuda()
+        library = GatedDeltaNet(64, causal=causal, **SMALL).cuda()
+        spt_form = copy.deepcopy(library)
+        for core in library.cores:
+            core.backend = "library"
+        for core in spt_form.cores:
+            core.backend = "torch"
         x, valid = padded_batch(64, lengths=(200, 131, 64))
-        y1, gx1, g1 = _outputs_and_grads(gpu, x.cuda(), valid.cuda())
-        y2, gx2, g2 = _outputs_and_grads(cpu, x, valid)
+        y1, gx1, g1 = _outputs_and_grads(library, x.cuda(), valid.cuda())
+        y2, gx2, g2 = _outputs_and_grads(spt_form, x.cuda(), valid.cuda())
         _relative_close(y1[valid], y2[valid], "output")
         _relative_close(gx1, gx2, "input gradient")
         assert g1.keys() == g2.keys()

@@ -124,21 +124,19 @@ def test_classifier_from_config_runs_padded_and_round_trips():
 
 
 @pytest.mark.gpu
-def test_fla_chunk_gla_equals_the_loop_on_cuda():
-    """fla's chunk_gla (the mixer's CUDA path) against the loop over time, outputs and
-    gradients, with the pads masked as the mixer masks them; and the mixer on CUDA against its
-    CPU path with the same weights."""
-    chunk_gla = pytest.importorskip("fla.ops.gla").chunk_gla
+def test_fla_chunk_gla_equals_spt_form_on_cuda():
+    """gla at backend="library" (fla's chunk_gla, the mixer's CUDA path) against backend="torch"
+    (spt's chunked form) on CUDA, outputs and gradients, padded; and the mixer on CUDA against
+    its CPU path with the same weights."""
+    pytest.importorskip("fla.ops.gla")
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
     fla_one_config()  # a check of results needs one config per kernel, not autotuning
-    from spt.kernels.gla import mask_pads
     x = {n: t.float().cuda().requires_grad_() for n, t in
          _inputs(200, H=2, K=16, V=16, seed=6, gate_scale=0.25).items()}
     valid = _lengths_valid(200, (200, 130, 70)).cuda()
-    k, g = mask_pads(x["k"], x["g"], valid)
-    fast, _ = chunk_gla(x["q"], k, x["v"], g, scale=16 ** -0.5)
-    ref = gla_ref(**x, valid=valid)
+    fast = gla(**x, valid=valid, backend="library")
+    ref = gla(**x, valid=valid, backend="torch")
     torch.testing.assert_close(fast, ref, atol=2e-3, rtol=2e-2)
     w = torch.randn_like(ref)
     g_fast = torch.autograd.grad((fast * w).sum(), tuple(x.values()))

@@ -38,6 +38,10 @@ per chunk.
 Padding: with ``valid`` (B, L) bool, padded positions get beta = 0 and g = 0, so they leave the
 state unchanged (alpha = 1, nothing written) and real positions never depend on them. Their
 outputs are S q of the carried state: meaningless, to be ignored by the caller.
+
+Backends (``backend=``, :mod:`spt.kernels.library`): "auto" (fla's ``chunk_gated_delta_rule`` on
+CUDA inputs when it imports, else "torch"), "library" (that kernel, or a ValueError), "torch" (the
+chunked form above) and "ref" (:func:`gated_delta_rule_ref`).
 """
 from __future__ import annotations
 
@@ -46,7 +50,11 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
+from .library import library_kernel
+
 CHUNK = 64
+FLA_DELTA_RULE = ("fla.ops.gated_delta_rule", "chunk_gated_delta_rule", "fla-core")
+"""Where fla's chunked gated delta rule lives, and the pip requirement that installs it."""
 
 
 def _prepare(q, k, v, g, beta, valid, scale):
@@ -87,10 +95,29 @@ def gated_delta_rule_ref(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: t
     return torch.stack(out, dim=1).to(out_dtype)
 
 
+def _library(fast, q, k, v, g, beta, valid, scale):
+    """fla's ``chunk_gated_delta_rule`` ((B, L, H, .) inputs as here, keywords); pads get g = 0
+    and beta = 0 as in :func:`_prepare`."""
+    if valid is not None:  # pads leave the state alone: alpha = 1, nothing written
+        keep = valid[..., None]
+        g, beta = g * keep, beta * keep
+    o, _ = fast(q=q, k=k, v=v, g=g, beta=beta,
+                scale=q.shape[-1] ** -0.5 if scale is None else scale, output_final_state=False)
+    return o
+
+
 def gated_delta_rule(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor,
                      beta: torch.Tensor, valid: Optional[torch.Tensor] = None,
-                     scale: Optional[float] = None, chunk: int = CHUNK) -> torch.Tensor:
-    """The chunked gated delta rule (module docstring). Returns o (B, L, H, V) in v's dtype."""
+                     scale: Optional[float] = None, chunk: int = CHUNK,
+                     backend: str = "auto") -> torch.Tensor:
+    """The gated delta rule (module docstring). Returns o (B, L, H, V) in v's dtype ("library":
+    in fla's). backend: "auto", "library" (fla's ``chunk_gated_delta_rule``), "torch" (the chunked
+    form, chunks of ``chunk`` positions) or "ref" (:func:`gated_delta_rule_ref`)."""
+    fast = library_kernel("gated_delta_rule", backend, q, *FLA_DELTA_RULE)
+    if fast is not None:
+        return _library(fast, q, k, v, g, beta, valid, scale)
+    if backend == "ref":
+        return gated_delta_rule_ref(q, k, v, g, beta, valid, scale)
     if chunk < 1:
         raise ValueError(f"gated_delta_rule: chunk must be >= 1, got {chunk}")
     out_dtype = v.dtype

@@ -30,6 +30,10 @@ position (T times the size of q), which autograd keeps for the backward.
 Padding: with ``valid`` (B, L) bool, a padded position neither decays nor feeds the state (g = 0,
 k = 0 there), so with right padding real positions never depend on the pads (and the reversed
 direction of a bidirectional layer passes the pads first from a zero state).
+
+Backends (``backend=``, :mod:`spt.kernels.library`): "auto" (fla's ``chunk_gla`` on CUDA inputs
+when it imports, else "torch"), "library" (that kernel, or a ValueError), "torch" (the chunked
+form above) and "ref" (:func:`gla_ref`).
 """
 from __future__ import annotations
 
@@ -37,9 +41,12 @@ from typing import Optional
 
 import torch
 
+from .library import library_kernel
 from .scan import linear_scan
 
 CHUNK = 16
+FLA_GLA = ("fla.ops.gla", "chunk_gla", "fla-core")
+"""Where fla's chunked GLA kernel lives, and the pip requirement that installs it."""
 
 
 def mask_pads(k: torch.Tensor, g: torch.Tensor,
@@ -75,8 +82,18 @@ def gla_ref(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor,
 
 def gla(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor,
         valid: Optional[torch.Tensor] = None, scale: Optional[float] = None,
-        chunk: int = CHUNK) -> torch.Tensor:
-    """The chunked form of :func:`gla_ref` (module docstring): equal outputs and gradients."""
+        chunk: int = CHUNK, backend: str = "auto") -> torch.Tensor:
+    """GLA's recurrence (module docstring) -> o (B, L, H, V). backend: "auto", "library" (fla's
+    ``chunk_gla``, (B, L, H, .) inputs as here), "torch" (the chunked form, chunks of ``chunk``
+    positions: equal outputs and gradients to the loop) or "ref" (:func:`gla_ref`)."""
+    fast = library_kernel("gla", backend, q, *FLA_GLA)
+    if fast is not None:
+        k, g = mask_pads(k, g, valid)
+        o, _ = fast(q.contiguous(), k.contiguous(), v.contiguous(), g.contiguous(),
+                    scale=q.shape[-1] ** -0.5 if scale is None else scale)
+        return o
+    if backend == "ref":
+        return gla_ref(q, k, v, g, valid, scale)
     _check(q, k, v, g)
     if chunk < 1:
         raise ValueError(f"gla: chunk must be >= 1, got {chunk}")

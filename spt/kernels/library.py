@@ -1,18 +1,27 @@
-"""The field's GPU kernels, used when their package is installed and the inputs are on CUDA.
+"""The field's GPU kernels, and the backend choice of spt's recurrences that may call them.
 
-    fn = cuda_kernel("mamba_ssm.ops.selective_scan_interface", "selective_scan_fn", x)
-    y = fn(...) if fn is not None else selective_scan(...)     # spt's own CPU form otherwise
+Every recurrence of :mod:`spt.kernels` (:func:`~spt.kernels.scan.linear_scan`,
+:func:`~spt.kernels.scan.selective_scan`, :func:`~spt.kernels.ssd.ssd`,
+:func:`~spt.kernels.gla.gla`, :func:`~spt.kernels.delta_rule.gated_delta_rule`) takes
+``backend=`` from :data:`RECURRENCE_BACKENDS`:
+
+    "auto"    : the library kernel when the inputs are on CUDA and its package imports, else "torch"
+    "library" : the library kernel (mamba-ssm's or fla's); a ValueError when it cannot run here
+    "torch"   : spt's own chunked / parallel plain-torch form (any device and dtype)
+    "ref"     : the loop over time (the function's ``*_ref``), the tests' reference
 
 Nothing here is imported at spt's import: a package is imported the first time a CUDA input
-asks for it. A missing package, or CPU inputs, give None, and the caller runs spt's own form.
+asks for it.
 """
 from __future__ import annotations
 
 import importlib
 from functools import lru_cache
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 import torch
+
+RECURRENCE_BACKENDS = ("auto", "library", "torch", "ref")
 
 
 @lru_cache(maxsize=None)
@@ -28,6 +37,36 @@ def cuda_kernel(module: str, name: str, x: torch.Tensor) -> Optional[Callable]:
     if not x.is_cuda:
         return None
     return _load(module, name)
+
+
+def check_backend(where: str, backend: str,
+                  choices: Sequence[str] = RECURRENCE_BACKENDS) -> str:
+    """`backend` when it is one of `choices`; else a ValueError from `where` listing them."""
+    if backend not in choices:
+        raise ValueError(f"{where}: backend must be one of {tuple(choices)}, got {backend!r}")
+    return backend
+
+
+def library_kernel(where: str, backend: str, x: torch.Tensor, module: str, name: str,
+                   install: str) -> Optional[Callable]:
+    """The library kernel ``module.name`` that `backend` asks `where` to run on inputs like `x`,
+    or None when spt's own form runs ("torch", "ref", or "auto" off CUDA / without the package).
+    `install` is the pip requirement that provides it, named in the errors of "library"."""
+    check_backend(where, backend)
+    if backend == "auto":
+        return cuda_kernel(module, name, x)
+    if backend != "library":
+        return None
+    if not x.is_cuda:
+        raise ValueError(f"{where}: backend='library' runs {module}.{name} (pip install {install}), "
+                         f"a CUDA kernel, but the inputs are on {x.device}; move them to a GPU, or "
+                         f"use backend='auto' or 'torch' (spt's own form)")
+    fn = _load(module, name)
+    if fn is None:
+        raise ValueError(f"{where}: backend='library' needs {module}.{name}, which does not import "
+                         f"here; install it (pip install {install}), or use backend='auto' or "
+                         f"'torch' (spt's own form)")
+    return fn
 
 
 def fla_one_config() -> int:

@@ -11,6 +11,12 @@ B and C (batch, L, N), D (D,), z (batch, L, D) the optional gate; y (batch, L, D
 
 (zero-order hold on A, Euler on B, as Mamba's reference and CUDA kernels do).
 
+Backends (``backend=``, :mod:`spt.kernels.library`): :func:`selective_scan` takes "auto" (mamba-ssm's
+``selective_scan_fn`` on CUDA inputs when it imports, else "torch"), "library" (that kernel, or a
+ValueError), "torch" (the pairwise scan below) and "ref" (:func:`selective_scan_ref`);
+:func:`linear_scan` has no library kernel: "auto" and "torch" are the pairwise scan, "ref"
+:func:`linear_scan_ref`.
+
 :func:`linear_scan` is the fast path, with no Python loop over time steps:
 
 - forward: a pairwise (Blelloch-style) scan. Neighbouring steps are composed two by two,
@@ -35,6 +41,12 @@ from typing import Optional
 
 import torch
 import torch.nn.functional as F
+
+from .library import check_backend, library_kernel
+
+LINEAR_SCAN_BACKENDS = ("auto", "torch", "ref")
+MAMBA_SCAN = ("mamba_ssm.ops.selective_scan_interface", "selective_scan_fn", "mamba-ssm")
+"""Where mamba-ssm's selective scan lives, and the pip requirement that installs it."""
 
 
 def linear_scan_ref(a: torch.Tensor, b: torch.Tensor,
@@ -93,10 +105,18 @@ class LinearScan(torch.autograd.Function):
         return g * h_prev.conj(), g
 
 
-def linear_scan(a: torch.Tensor, b: torch.Tensor, h0: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """h_t = a_t h_{t-1} + b_t along dim 1 (a, b (batch, L, *rest); h0 (batch, *rest) or None)."""
+def linear_scan(a: torch.Tensor, b: torch.Tensor, h0: Optional[torch.Tensor] = None,
+                backend: str = "auto") -> torch.Tensor:
+    """h_t = a_t h_{t-1} + b_t along dim 1 (a, b (batch, L, *rest); h0 (batch, *rest) or None).
+    backend: "auto" or "torch" (the pairwise scan), "ref" (:func:`linear_scan_ref`)."""
+    if backend == "library":
+        raise ValueError("linear_scan: no library kernel exists for it; use backend='auto', "
+                         "'torch' or 'ref'")
+    check_backend("linear_scan", backend, LINEAR_SCAN_BACKENDS)
     if a.shape != b.shape:
         raise ValueError(f"linear_scan: a {tuple(a.shape)} and b {tuple(b.shape)} differ in shape")
+    if backend == "ref":
+        return linear_scan_ref(a, b, h0)
     if h0 is not None:  # the start state enters as part of the first input
         b = torch.cat([b[:, :1] + a[:, :1] * h0[:, None], b[:, 1:]], dim=1)
     return LinearScan.apply(a, b)
@@ -118,12 +138,35 @@ def _readout(h, u, C, D, z):
     return y if z is None else y * F.silu(z)
 
 
+def _selective_scan_library(fast, u, delta, A, B, C, D, z, valid, reverse):
+    """mamba-ssm's ``selective_scan_fn``: channels-first (batch, D, L) and (batch, N, L) inputs, A
+    and D in float32; pads enter as u = 0 (so their outputs lack the D u term)."""
+    if valid is not None:
+        u = u * valid[..., None].to(u.dtype)
+    if reverse:
+        u, delta, B, C = (t.flip(1) for t in (u, delta, B, C))
+        z = None if z is None else z.flip(1)
+
+    def first(t):
+        return None if t is None else t.transpose(1, 2).contiguous()
+
+    y = fast(first(u), first(delta), A.float(), first(B), first(C),
+             None if D is None else D.float(), first(z)).transpose(1, 2)
+    return y.flip(1) if reverse else y
+
+
 def selective_scan(u: torch.Tensor, delta: torch.Tensor, A: torch.Tensor, B: torch.Tensor,
                    C: torch.Tensor, D: Optional[torch.Tensor] = None,
                    z: Optional[torch.Tensor] = None, valid: Optional[torch.Tensor] = None,
-                   reverse: bool = False) -> torch.Tensor:
+                   reverse: bool = False, backend: str = "auto") -> torch.Tensor:
     """Mamba's selective SSM (see the module docstring); ``reverse`` scans from the last position
-    to the first (y_t then depends on positions >= t)."""
+    to the first (y_t then depends on positions >= t). backend: "auto", "library" (mamba-ssm's
+    ``selective_scan_fn``), "torch" or "ref" (module docstring)."""
+    fast = library_kernel("selective_scan", backend, u, *MAMBA_SCAN)
+    if fast is not None:
+        return _selective_scan_library(fast, u, delta, A, B, C, D, z, valid, reverse)
+    if backend == "ref":
+        return selective_scan_ref(u, delta, A, B, C, D, z, valid, reverse)
     dA, dBu = _discretise(u, delta, A, B, valid)
     if reverse:
         h = linear_scan(dA.flip(1), dBu.flip(1)).flip(1)

@@ -28,6 +28,10 @@ appears in the forward pass or its gradient.
 
 Padding: with ``valid`` (batch, L) bool, padded positions feed nothing into the state (their
 dt x B term is zeroed), as in :mod:`spt.kernels.scan`.
+
+Backends (``backend=``, :mod:`spt.kernels.library`): "auto" (mamba-ssm's
+``mamba_chunk_scan_combined`` on CUDA inputs when it imports, else "torch"), "library" (that
+kernel, or a ValueError), "torch" (the chunked form above) and "ref" (:func:`ssd_ref`).
 """
 from __future__ import annotations
 
@@ -36,9 +40,15 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
+from .library import library_kernel
+
 CHUNK = 128
 """T: on CPU at L = 16K, H P = 128, N = 64, 128 beat 64 and 256 (fewer chunks to pass states
 across against smaller masks)."""
+LIBRARY_CHUNK = 256
+"""mamba_chunk_scan_combined's chunk length (Mamba-2's default; it changes speed, not results)."""
+MAMBA_SSD = ("mamba_ssm.ops.triton.ssd_combined", "mamba_chunk_scan_combined", "mamba-ssm")
+"""Where mamba-ssm's SSD kernel lives, and the pip requirement that installs it."""
 
 
 def _check(x, dt, A, B, C, D, valid):
@@ -70,10 +80,26 @@ def segsum(a: torch.Tensor) -> torch.Tensor:
     return sums.masked_fill(~strictly_below.logical_or(torch.eye(T, dtype=torch.bool, device=a.device)),
                             float("-inf"))
 
+def _ssd_library(fast, x, dt, A, B, C, D, valid):
+    """mamba-ssm's ``mamba_chunk_scan_combined``: B and C as one group (batch, L, 1, N), D in
+    float32; pads enter as x = 0 (so their outputs lack the D x term)."""
+    if valid is not None:
+        x = x * valid[..., None, None].to(x.dtype)
+    return fast(x, dt, A, B[:, :, None], C[:, :, None], LIBRARY_CHUNK,
+                D=None if D is None else D.float())
+
+
 def ssd(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor,
         D: Optional[torch.Tensor] = None, valid: Optional[torch.Tensor] = None,
-        chunk: int = CHUNK) -> torch.Tensor:
-    """The SSD recurrence (module docstring) in chunks of ``chunk`` positions. -> (batch, L, H, P)."""
+        chunk: int = CHUNK, backend: str = "auto") -> torch.Tensor:
+    """The SSD recurrence (module docstring) -> (batch, L, H, P). backend: "auto", "library"
+    (mamba-ssm's kernel, its own chunk length), "torch" (chunks of ``chunk`` positions) or "ref"
+    (:func:`ssd_ref`)."""
+    fast = library_kernel("ssd", backend, x, *MAMBA_SSD)
+    if fast is not None:
+        return _ssd_library(fast, x, dt, A, B, C, D, valid)
+    if backend == "ref":
+        return ssd_ref(x, dt, A, B, C, D, valid)
     _check(x, dt, A, B, C, D, valid)
     if chunk < 1:
         raise ValueError(f"ssd: chunk must be >= 1, got {chunk}")

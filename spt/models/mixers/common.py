@@ -49,14 +49,14 @@ def both_ways(cores: nn.ModuleList, u: torch.Tensor, valid: Optional[torch.Tenso
 
 
 def with_reference(mixer: nn.Module) -> nn.Module:
-    """A copy of `mixer` (or of a whole model) whose recurrences run their ``*_ref`` loop over
-    time: every submodule with a ``scan_ref`` attribute gets it as its ``scan``. The tests and
+    """A deep copy of `mixer` (or of a whole model) whose recurrences run their ``*_ref`` loop over
+    time: every submodule with a ``backend`` attribute gets backend = "ref". The tests and
     bench/mixer_throughput.py compare the fast path with this copy."""
     import copy
     ref = copy.deepcopy(mixer)
     for m in ref.modules():
-        if hasattr(m, "scan_ref"):
-            m.scan = m.scan_ref
+        if hasattr(m, "backend"):
+            m.backend = "ref"
     return ref
 
 

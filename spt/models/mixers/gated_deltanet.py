@@ -18,8 +18,9 @@ n_heads 0: the width sets the head count, key width about 0.75 D, fla's rule).
 With causal=False the split follows Mamba's: q_proj, k_proj, v_proj, g_proj, o_proj and the norm
 exist once; each direction has its own convolutions, a_proj, b_proj, A_log and dt_bias (the second
 direction runs over the reversed rows), and the two directions' o are summed before the norm.
-On CUDA with ``fla`` (flash-linear-attention) installed the rule is its
-``chunk_gated_delta_rule``; elsewhere :func:`spt.kernels.delta_rule.gated_delta_rule`.
+The rule is :func:`spt.kernels.delta_rule.gated_delta_rule` at the cores' ``backend``: by default
+fla's (flash-linear-attention's) ``chunk_gated_delta_rule`` on CUDA when it is installed,
+elsewhere spt's chunked form.
 """
 from __future__ import annotations
 
@@ -29,8 +30,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ...kernels.delta_rule import gated_delta_rule, gated_delta_rule_ref
-from ...kernels.library import cuda_kernel
+from ...kernels.delta_rule import gated_delta_rule
 from ...mixer_config import gated_deltanet_heads
 from .common import GatedRMSNorm, ShortConv, both_ways, direction_count, no_weight_decay
 from .mamba import inverse_softplus, log_uniform_dt
@@ -45,12 +45,10 @@ class GatedDeltaNetCore(nn.Module):
     """One direction: convs -> SiLU -> L2 norm, beta and the decay, the gated delta rule.
     forward(u (B, L, H*K + H*K + H*V + D): q, k, v before their convs and x, valid) -> (B, L, H, V).
 
-    ``scan`` is the CPU path's function, ``scan_ref`` the loop over time that
-    :func:`~spt.models.mixers.common.with_reference` swaps in.
+    ``backend`` (a plain attribute, "auto" unless set; not a parameter or buffer) is the
+    recurrence's ``backend=`` (:mod:`spt.kernels.library`);
+    :func:`~spt.models.mixers.common.with_reference` sets it to "ref", the loop over time.
     """
-
-    scan = staticmethod(gated_delta_rule)
-    scan_ref = staticmethod(gated_delta_rule_ref)
 
     def __init__(self, d_model: int, n_heads: int, head_k: int, head_v: int, d_conv: int,
                  conv_bias: bool = False):
@@ -64,6 +62,7 @@ class GatedDeltaNetCore(nn.Module):
         self.A_log = nn.Parameter(torch.log(torch.empty(n_heads).uniform_(0, 16).clamp(min=1e-4)))
         self.dt_bias = nn.Parameter(inverse_softplus(log_uniform_dt(n_heads, 0.001, 0.1)))
         no_weight_decay(self.A_log, self.dt_bias)
+        self.backend = "auto"
 
     def forward(self, u: torch.Tensor, valid: Optional[torch.Tensor]) -> torch.Tensor:
         q, k, v, x = u.split(self.sizes, dim=-1)
@@ -72,15 +71,7 @@ class GatedDeltaNetCore(nn.Module):
         q, k = l2_normalise(q), l2_normalise(k)
         beta = torch.sigmoid(self.b_proj(x))
         g = -torch.exp(self.A_log.float()) * F.softplus(self.a_proj(x).float() + self.dt_bias)
-        fast = cuda_kernel("fla.ops.gated_delta_rule", "chunk_gated_delta_rule", q)
-        if fast is not None:
-            if valid is not None:  # pads leave the state alone: alpha = 1, nothing written
-                keep = valid[..., None]
-                g, beta = g * keep, beta * keep
-            o, _ = fast(q=q, k=k, v=v, g=g, beta=beta, scale=q.shape[-1] ** -0.5,
-                        output_final_state=False)
-            return o
-        return self.scan(q, k, v, g, beta, valid)
+        return gated_delta_rule(q, k, v, g, beta, valid, backend=self.backend)
 
 
 class GatedDeltaNet(nn.Module):

@@ -12,8 +12,9 @@ fla's ``GatedLinearAttention`` layer at its defaults (no short convolution, no f
 K = expand_k * D / H and V = expand_v * D / H per head. With causal=False the forget-gate
 projection (W1, W2, b) and the recurrence exist once per direction (the second runs over the
 reversed rows) and the two o's are summed before the norm; q_proj, k_proj, v_proj, g_proj, the
-norm and o_proj are shared. On CUDA with ``fla`` installed the recurrence is its ``chunk_gla``;
-elsewhere :func:`spt.kernels.gla.gla` (chunked, no loop over time).
+norm and o_proj are shared. The recurrence is :func:`spt.kernels.gla.gla` at the cores'
+``backend``: by default fla's ``chunk_gla`` on CUDA when it is installed, elsewhere spt's chunked
+form (no loop over time).
 """
 from __future__ import annotations
 
@@ -23,8 +24,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ...kernels.gla import gla, gla_ref, mask_pads
-from ...kernels.library import cuda_kernel
+from ...kernels.gla import gla
 from .common import GatedRMSNorm, both_ways, direction_count
 
 
@@ -32,11 +32,10 @@ class GLACore(nn.Module):
     """One direction of a GLA mixer: the low-rank forget gate and the recurrence.
     u = [x, q, k, v] (B, L, D + 2 H K + H V) -> o (B, L, H V), before the norm.
 
-    ``scan`` is the CPU path's function; tests set it to :func:`~spt.kernels.gla.gla_ref`.
+    ``backend`` (a plain attribute, "auto" unless set; not a parameter or buffer) is the
+    recurrence's ``backend=`` (:mod:`spt.kernels.library`);
+    :func:`~spt.models.mixers.common.with_reference` sets it to "ref", the loop over time.
     """
-
-    scan = staticmethod(gla)
-    scan_ref = staticmethod(gla_ref)
 
     def __init__(self, d_model: int, n_heads: int, key_dim: int, value_dim: int, gate_rank: int,
                  gate_norm: float):
@@ -45,19 +44,13 @@ class GLACore(nn.Module):
                                      nn.Linear(gate_rank, key_dim))
         self.n_heads, self.gate_norm = n_heads, gate_norm
         self.sizes = (d_model, key_dim, key_dim, value_dim)
+        self.backend = "auto"
 
     def forward(self, u: torch.Tensor, valid: Optional[torch.Tensor]) -> torch.Tensor:
         x, q, k, v = u.split(self.sizes, dim=-1)
         g = F.logsigmoid(self.gk_proj(x)) / self.gate_norm
         q, k, v, g = (t.unflatten(-1, (self.n_heads, -1)) for t in (q, k, v, g))
-        fast = cuda_kernel("fla.ops.gla", "chunk_gla", q)
-        if fast is not None:
-            k, g = mask_pads(k, g, valid)
-            o, _ = fast(q.contiguous(), k.contiguous(), v.contiguous(), g.contiguous(),
-                        scale=q.shape[-1] ** -0.5)
-        else:
-            o = self.scan(q, k, v, g, valid)
-        return o.flatten(-2)
+        return gla(q, k, v, g, valid, backend=self.backend).flatten(-2)
 
 
 class GLA(nn.Module):

@@ -14,14 +14,15 @@ gamma_log = log(sqrt(1 - |lambda|^2)) (the normalisation that keeps the state's 
 the input); B, C Glorot-style complex normals (real and imaginary parts with variance 1 / (2 D)
 for B, 1 / N for C), D standard normal.
 
-The recurrence runs on :func:`spt.kernels.scan.linear_scan` over complex tensors (a chunked
-parallel scan, no loop over time). With causal=False (nu, theta, gamma, B, C, D) exist once per
-direction (the second runs over the reversed rows) and the two y's are summed before the GELU;
-the GLU is shared. The recurrent parameters train as minimal-LRU (the LRU's reference code) trains
-them: nu_log, theta_log, gamma_log, B_re and B_im without weight decay at recurrent_lr_scale times
-the run's learning rate (its lr_factor, 0.5), through the optimiser hint "lr_scale"
-(:mod:`spt.train.optim`); recurrent_lr_scale=None hints nu_log, theta_log and gamma_log with no
-weight decay only, at the run's rate, and decays B as a matrix.
+The recurrence runs on :func:`spt.kernels.scan.linear_scan` over complex tensors (a parallel
+scan, no loop over time; the cores' ``backend`` "ref" runs the loop). With causal=False (nu,
+theta, gamma, B, C, D) exist once per direction (the second runs over the reversed rows) and the
+two y's are summed before the GELU; the GLU is shared. The recurrent parameters train as
+minimal-LRU (the LRU's reference code) trains them: nu_log, theta_log, gamma_log, B_re and B_im
+without weight decay at recurrent_lr_scale times the run's learning rate (its lr_factor, 0.5),
+through the optimiser hint "lr_scale" (:mod:`spt.train.optim`); recurrent_lr_scale=None hints
+nu_log, theta_log and gamma_log with no weight decay only, at the run's rate, and decays B as a
+matrix.
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ...kernels.scan import linear_scan, linear_scan_ref
+from ...kernels.scan import linear_scan
 from .common import both_ways, direction_count, no_weight_decay
 
 
@@ -49,11 +50,10 @@ class LRUCore(nn.Module):
     """One direction of an LRU mixer: the complex diagonal recurrence and its read-out.
     u (B, L, D) -> y (B, L, D) = Re(C x) + D u.
 
-    ``scan`` is the recurrence's function; tests set it to :func:`~spt.kernels.scan.linear_scan_ref`.
+    ``backend`` (a plain attribute, "auto" unless set; not a parameter or buffer) is the
+    recurrence's ``backend=`` (:mod:`spt.kernels.library`);
+    :func:`~spt.models.mixers.common.with_reference` sets it to "ref", the loop over time.
     """
-
-    scan = staticmethod(linear_scan)
-    scan_ref = staticmethod(linear_scan_ref)
 
     def __init__(self, d_model: int, d_state: int, r_min: float, r_max: float, max_phase: float,
                  recurrent_lr_scale: Optional[float] = 0.5):
@@ -68,6 +68,7 @@ class LRUCore(nn.Module):
         self.C_re = nn.Parameter(torch.randn(d_model, d_state) / math.sqrt(d_state))
         self.C_im = nn.Parameter(torch.randn(d_model, d_state) / math.sqrt(d_state))
         self.D = nn.Parameter(torch.randn(d_model))
+        self.backend = "auto"
         if recurrent_lr_scale is None:
             no_weight_decay(self.nu_log, self.theta_log, self.gamma_log)
         else:
@@ -80,7 +81,7 @@ class LRUCore(nn.Module):
         Bu = torch.complex(u @ self.B_re.T, u @ self.B_im.T) * gamma        # (B, L, N)
         if valid is not None:  # pads feed nothing into the state
             Bu = Bu * valid[..., None].to(u.dtype)
-        x = self.scan(lam.expand_as(Bu), Bu)
+        x = linear_scan(lam.expand_as(Bu), Bu, backend=self.backend)
         return x.real @ self.C_re.T - x.imag @ self.C_im.T + self.D * u
 
 

@@ -9,8 +9,9 @@ Spaces", Fig. 3 and Alg. 2), causal or bidirectional.
 
 With causal=False the convolution, x_proj, dt_proj, A and D exist once per direction (the second
 runs over the reversed rows) and the two y's are summed before the gate; in_proj and out_proj are
-shared. On CUDA with ``mamba-ssm`` installed the scan is its ``selective_scan_fn``; elsewhere
-:func:`spt.kernels.scan.selective_scan` (a chunked parallel scan, no loop over time).
+shared. The scan is :func:`spt.kernels.scan.selective_scan` at the cores' ``backend``: by default
+mamba-ssm's ``selective_scan_fn`` on CUDA when it is installed, elsewhere spt's parallel scan (no
+loop over time).
 """
 from __future__ import annotations
 
@@ -21,8 +22,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ...kernels.library import cuda_kernel
-from ...kernels.scan import selective_scan, selective_scan_ref
+from ...kernels.scan import selective_scan
 from .common import ShortConv, both_ways, direction_count, no_weight_decay
 
 
@@ -40,12 +40,10 @@ def log_uniform_dt(n: int, dt_min: float, dt_max: float) -> torch.Tensor:
 class MambaCore(nn.Module):
     """One direction of a Mamba mixer: conv -> SiLU -> selective SSM. (B, L, E*D) -> (B, L, E*D).
 
-    ``scan`` is the CPU path's function, ``scan_ref`` the loop over time that
-    :func:`~spt.models.mixers.common.with_reference` swaps in.
+    ``backend`` (a plain attribute, "auto" unless set; not a parameter or buffer) is the
+    recurrence's ``backend=`` (:mod:`spt.kernels.library`);
+    :func:`~spt.models.mixers.common.with_reference` sets it to "ref", the loop over time.
     """
-
-    scan = staticmethod(selective_scan)
-    scan_ref = staticmethod(selective_scan_ref)
 
     def __init__(self, inner: int, d_state: int, d_conv: int, dt_rank: int, dt_min: float,
                  dt_max: float):
@@ -60,6 +58,7 @@ class MambaCore(nn.Module):
         self.D = nn.Parameter(torch.ones(inner))
         no_weight_decay(self.A_log, self.D, self.dt_proj.bias)
         self.sizes = (dt_rank, d_state, d_state)
+        self.backend = "auto"
 
     def forward(self, x: torch.Tensor, valid: Optional[torch.Tensor]) -> torch.Tensor:
         x = F.silu(self.conv(x))
@@ -68,12 +67,7 @@ class MambaCore(nn.Module):
         dt, B, C = self.x_proj(x).split(self.sizes, dim=-1)
         delta = F.softplus(self.dt_proj(dt))
         A = -torch.exp(self.A_log.float())
-        fast = cuda_kernel("mamba_ssm.ops.selective_scan_interface", "selective_scan_fn", x)
-        if fast is not None:
-            y = fast(x.transpose(1, 2).contiguous(), delta.transpose(1, 2).contiguous(), A,
-                     B.transpose(1, 2).contiguous(), C.transpose(1, 2).contiguous(), self.D.float())
-            return y.transpose(1, 2)
-        return self.scan(x, delta, A, B, C, self.D)
+        return selective_scan(x, delta, A, B, C, self.D, backend=self.backend)
 
 
 class Mamba(nn.Module):

@@ -16,8 +16,9 @@ and dt_bias.
 With causal=False the convolution, dt_bias, A_log and D exist once per direction (the second runs
 over the reversed rows) and the two y's are summed before the gated norm; in_proj (which makes x,
 B, C and dt for both directions) and out_proj are shared, as in :mod:`~spt.models.mixers.mamba`.
-On CUDA with ``mamba-ssm`` installed the SSD is its ``mamba_chunk_scan_combined``; elsewhere
-:func:`spt.kernels.ssd.ssd` (the chunked block decomposition, no loop over time).
+The SSD is :func:`spt.kernels.ssd.ssd` at the cores' ``backend``: by default mamba-ssm's
+``mamba_chunk_scan_combined`` on CUDA when it is installed, elsewhere spt's chunked block
+decomposition (no loop over time).
 """
 from __future__ import annotations
 
@@ -27,25 +28,19 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ...kernels.library import cuda_kernel
-from ...kernels.ssd import ssd, ssd_ref
+from ...kernels.ssd import ssd
 from .common import GatedRMSNorm, ShortConv, both_ways, direction_count, no_weight_decay
 from .mamba import inverse_softplus, log_uniform_dt
-
-KERNEL_CHUNK = 256
-"""mamba_chunk_scan_combined's chunk length (Mamba-2's default; it changes speed, not results)."""
 
 
 class Mamba2Core(nn.Module):
     """One direction of a Mamba-2 mixer: conv -> SiLU -> SSD.
     (B, L, E*D + 2N + H) holding (x, B, C, dt) -> y (B, L, E*D).
 
-    ``scan`` is the CPU path's function, ``scan_ref`` the loop over time that
-    :func:`~spt.models.mixers.common.with_reference` swaps in.
+    ``backend`` (a plain attribute, "auto" unless set; not a parameter or buffer) is the
+    recurrence's ``backend=`` (:mod:`spt.kernels.library`);
+    :func:`~spt.models.mixers.common.with_reference` sets it to "ref", the loop over time.
     """
-
-    scan = staticmethod(ssd)
-    scan_ref = staticmethod(ssd_ref)
 
     def __init__(self, inner: int, d_state: int, head_dim: int, d_conv: int, dt_min: float,
                  dt_max: float):
@@ -57,6 +52,7 @@ class Mamba2Core(nn.Module):
         self.D = nn.Parameter(torch.ones(self.n_heads))
         no_weight_decay(self.A_log, self.D, self.dt_bias)
         self.sizes = (inner, d_state, d_state)
+        self.backend = "auto"
 
     def forward(self, u: torch.Tensor, valid: Optional[torch.Tensor]) -> torch.Tensor:
         xBC, dt = u.split((sum(self.sizes), self.n_heads), dim=-1)
@@ -64,14 +60,7 @@ class Mamba2Core(nn.Module):
         x = x.unflatten(-1, (self.n_heads, -1))                       # (B, L, H, P)
         dt = F.softplus(dt + self.dt_bias)
         A = -torch.exp(self.A_log.float())
-        fast = cuda_kernel("mamba_ssm.ops.triton.ssd_combined", "mamba_chunk_scan_combined", x)
-        if fast is not None:
-            if valid is not None:  # pads feed nothing into the state
-                x = x * valid[..., None, None].to(x.dtype)
-            y = fast(x, dt, A, B[:, :, None], C[:, :, None], KERNEL_CHUNK, D=self.D.float())
-        else:
-            y = self.scan(x, dt, A, B, C, self.D, valid=valid)
-        return y.flatten(-2)
+        return ssd(x, dt, A, B, C, self.D, valid=valid, backend=self.backend).flatten(-2)
 
 
 class Mamba2(nn.Module):
