@@ -233,9 +233,9 @@ def test_fla_cuda_kernel_equals_spt_form():
         library = GatedDeltaNet(64, causal=causal, **SMALL).cuda()
         spt_form = copy.deepcopy(library)
         for core in library.cores:
-            core.backend = "library"
+            core.scan_backend = "library"
         for core in spt_form.cores:
-            core.backend = "torch"
+            core.scan_backend = "torch"
         x, valid = padded_batch(64, lengths=(200, 131, 64))
         y1, gx1, g1 = _outputs_and_grads(library, x.cuda(), valid.cuda())
         y2, gx2, g2 = _outputs_and_grads(spt_form, x.cuda(), valid.cuda())

@@ -150,9 +150,9 @@ def test_cuda_kernel_equals_spt_form():
         mixer = Mamba2(D, causal=causal, **KW).cuda()
         library = copy.deepcopy(mixer)
         for core in mixer.cores:
-            core.backend = "torch"
+            core.scan_backend = "torch"
         for core in library.cores:
-            core.backend = "library"
+            core.scan_backend = "library"
         x, valid = padded_batch(D)
         x_torch = x.cuda().requires_grad_()
         x_lib = x.cuda().requires_grad_()

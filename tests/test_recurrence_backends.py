@@ -131,8 +131,8 @@ MIXERS = {"mamba": lambda: Mamba(8, causal=False, d_state=4),
 def test_the_mixers_choose_by_a_plain_attribute_that_with_reference_sets(name):
     mixer = MIXERS[name]()
     ref = with_reference(mixer)
-    assert [c.backend for c in mixer.cores] == ["auto", "auto"]
-    assert [c.backend for c in ref.cores] == ["ref", "ref"]
+    assert [c.scan_backend for c in mixer.cores] == ["auto", "auto"]
+    assert [c.scan_backend for c in ref.cores] == ["ref", "ref"]
     assert ref is not mixer and ref.state_dict().keys() == mixer.state_dict().keys()
     assert not any("backend" in k for k in mixer.state_dict())
 

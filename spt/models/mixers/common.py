@@ -50,13 +50,14 @@ def both_ways(cores: nn.ModuleList, u: torch.Tensor, valid: Optional[torch.Tenso
 
 def with_reference(mixer: nn.Module) -> nn.Module:
     """A deep copy of `mixer` (or of a whole model) whose recurrences run their ``*_ref`` loop over
-    time: every submodule with a ``backend`` attribute gets backend = "ref". The tests and
+    time: every recurrence core (a submodule with a ``scan_backend`` attribute: the backend its
+    recurrence runs, :mod:`spt.kernels.library`) gets scan_backend = "ref". The tests and
     bench/mixer_throughput.py compare the fast path with this copy."""
     import copy
     ref = copy.deepcopy(mixer)
     for m in ref.modules():
-        if hasattr(m, "backend"):
-            m.backend = "ref"
+        if hasattr(m, "scan_backend"):
+            m.scan_backend = "ref"
     return ref
 
 

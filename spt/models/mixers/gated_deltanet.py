@@ -62,7 +62,7 @@ class GatedDeltaNetCore(nn.Module):
         self.A_log = nn.Parameter(torch.log(torch.empty(n_heads).uniform_(0, 16).clamp(min=1e-4)))
         self.dt_bias = nn.Parameter(inverse_softplus(log_uniform_dt(n_heads, 0.001, 0.1)))
         no_weight_decay(self.A_log, self.dt_bias)
-        self.backend = "auto"
+        self.scan_backend = "auto"
 
     def forward(self, u: torch.Tensor, valid: Optional[torch.Tensor]) -> torch.Tensor:
         q, k, v, x = u.split(self.sizes, dim=-1)
@@ -71,7 +71,7 @@ class GatedDeltaNetCore(nn.Module):
         q, k = l2_normalise(q), l2_normalise(k)
         beta = torch.sigmoid(self.b_proj(x))
         g = -torch.exp(self.A_log.float()) * F.softplus(self.a_proj(x).float() + self.dt_bias)
-        return gated_delta_rule(q, k, v, g, beta, valid, backend=self.backend)
+        return gated_delta_rule(q, k, v, g, beta, valid, backend=self.scan_backend)
 
 
 class GatedDeltaNet(nn.Module):

@@ -44,13 +44,13 @@ class GLACore(nn.Module):
                                      nn.Linear(gate_rank, key_dim))
         self.n_heads, self.gate_norm = n_heads, gate_norm
         self.sizes = (d_model, key_dim, key_dim, value_dim)
-        self.backend = "auto"
+        self.scan_backend = "auto"
 
     def forward(self, u: torch.Tensor, valid: Optional[torch.Tensor]) -> torch.Tensor:
         x, q, k, v = u.split(self.sizes, dim=-1)
         g = F.logsigmoid(self.gk_proj(x)) / self.gate_norm
         q, k, v, g = (t.unflatten(-1, (self.n_heads, -1)) for t in (q, k, v, g))
-        return gla(q, k, v, g, valid, backend=self.backend).flatten(-2)
+        return gla(q, k, v, g, valid, backend=self.scan_backend).flatten(-2)
 
 
 class GLA(nn.Module):

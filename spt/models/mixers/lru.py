@@ -68,7 +68,7 @@ class LRUCore(nn.Module):
         self.C_re = nn.Parameter(torch.randn(d_model, d_state) / math.sqrt(d_state))
         self.C_im = nn.Parameter(torch.randn(d_model, d_state) / math.sqrt(d_state))
         self.D = nn.Parameter(torch.randn(d_model))
-        self.backend = "auto"
+        self.scan_backend = "auto"
         if recurrent_lr_scale is None:
             no_weight_decay(self.nu_log, self.theta_log, self.gamma_log)
         else:
@@ -81,7 +81,7 @@ class LRUCore(nn.Module):
         Bu = torch.complex(u @ self.B_re.T, u @ self.B_im.T) * gamma        # (B, L, N)
         if valid is not None:  # pads feed nothing into the state
             Bu = Bu * valid[..., None].to(u.dtype)
-        x = linear_scan(lam.expand_as(Bu), Bu, backend=self.backend)
+        x = linear_scan(lam.expand_as(Bu), Bu, backend=self.scan_backend)
         return x.real @ self.C_re.T - x.imag @ self.C_im.T + self.D * u
 
 

@@ -58,7 +58,7 @@ class MambaCore(nn.Module):
         self.D = nn.Parameter(torch.ones(inner))
         no_weight_decay(self.A_log, self.D, self.dt_proj.bias)
         self.sizes = (dt_rank, d_state, d_state)
-        self.backend = "auto"
+        self.scan_backend = "auto"
 
     def forward(self, x: torch.Tensor, valid: Optional[torch.Tensor]) -> torch.Tensor:
         x = F.silu(self.conv(x))
@@ -67,7 +67,7 @@ class MambaCore(nn.Module):
         dt, B, C = self.x_proj(x).split(self.sizes, dim=-1)
         delta = F.softplus(self.dt_proj(dt))
         A = -torch.exp(self.A_log.float())
-        return selective_scan(x, delta, A, B, C, self.D, backend=self.backend)
+        return selective_scan(x, delta, A, B, C, self.D, backend=self.scan_backend)
 
 
 class Mamba(nn.Module):

@@ -52,7 +52,7 @@ class Mamba2Core(nn.Module):
         self.D = nn.Parameter(torch.ones(self.n_heads))
         no_weight_decay(self.A_log, self.D, self.dt_bias)
         self.sizes = (inner, d_state, d_state)
-        self.backend = "auto"
+        self.scan_backend = "auto"
 
     def forward(self, u: torch.Tensor, valid: Optional[torch.Tensor]) -> torch.Tensor:
         xBC, dt = u.split((sum(self.sizes), self.n_heads), dim=-1)
@@ -60,7 +60,7 @@ class Mamba2Core(nn.Module):
         x = x.unflatten(-1, (self.n_heads, -1))                       # (B, L, H, P)
         dt = F.softplus(dt + self.dt_bias)
         A = -torch.exp(self.A_log.float())
-        return ssd(x, dt, A, B, C, self.D, valid=valid, backend=self.backend).flatten(-2)
+        return ssd(x, dt, A, B, C, self.D, valid=valid, backend=self.scan_backend).flatten(-2)
 
 
 class Mamba2(nn.Module):
