@@ -28,6 +28,9 @@ from typing import Callable, Optional
 import numpy as np
 import xarray as xr
 
+from .machinery.study import Study
+from .registry import QUICKSTART, STUDIES
+
 ROOT = Path(__file__).resolve().parents[2]
 START, END = "<!-- laptop-results:start -->", "<!-- laptop-results:end -->"
 HEADER = ("| study | run | what it showed (mean test accuracy, %) | commit | date | details |\n"
@@ -40,21 +43,35 @@ class MarkersMissing(ValueError):
 
 @dataclass(frozen=True)
 class LaptopStudy:
-    """One row of the table: the study, the command that runs it, and its headline.
+    """One row of the table: a study with a laptop preset, the command that runs it, its headline.
 
     label    : the row's first cell ("00 quickstart").
-    study    : a function returning the Study (imported when the row is regenerated).
+    study    : the Study.
     command  : what a reader runs to get the same numbers.
-    headline : fn(Dataset) -> the row's "what it showed" text.
+    headline : fn(Dataset) -> the row's "what it showed" text (the study's own, else
+               :func:`arms_headline`).
     extra    : fn(Dataset) -> [(title, DataFrame)] shown under the study's table (None: nothing).
     """
 
     label: str
     name: str
-    study: Callable
+    study: Study
     command: str
     headline: Callable[[xr.Dataset], str]
     extra: Optional[Callable] = None
+
+
+def laptop_studies() -> tuple:
+    """A LaptopStudy of every study of the registry with a laptop preset, in its order."""
+    out = []
+    for s in (QUICKSTART, *STUDIES.values()):
+        if "laptop" not in s.presets:
+            continue
+        seeds = len(s.preset("laptop").seeds)
+        out.append(LaptopStudy(s.name.replace("_", " "), s.name, s,
+                               f"`spt study run {s.name} --preset laptop` ({seeds} seeds)",
+                               s.headline or arms_headline, s.extra_tables))
+    return tuple(out)
 
 
 def _pct(v) -> float:
@@ -64,16 +81,6 @@ def _pct(v) -> float:
 def _ahead(a: xr.DataArray, b: xr.DataArray) -> str:
     """'k of n': seeds where a > b."""
     return f"{int((a > b).sum())} of {int(a.sizes['seed'])}"
-
-
-def quickstart_headline(ds: xr.Dataset) -> str:
-    """SPT vs. scratch, mean over seeds, the paired gain, the seeds SPT is ahead on and those it
-    is ahead on by 10 points or more (the laptop preset's claim: on at least 5 of 6)."""
-    acc = ds["test_accuracy"] * 100
-    spt, scratch = acc.sel(init="spt"), acc.sel(init="scratch")
-    return (f"SPT {float(spt.mean()):.1f} vs. scratch {float(scratch.mean()):.1f}: "
-            f"{float((spt - scratch).mean()):+.1f} points, SPT ahead on {_ahead(spt, scratch)} "
-            f"seeds, by 10 points or more on {int((spt - scratch >= 10).sum())}")
 
 
 def arms_headline(ds: xr.Dataset, base: str = "scratch") -> str:
@@ -93,77 +100,6 @@ def arms_headline(ds: xr.Dataset, base: str = "scratch") -> str:
         parts.append((f"{where}: " if where else "")
                      + f"{text}; {base} {float(sub.sel(init=base).mean()):.1f}")
     return ". ".join(parts)
-
-
-def kernel_headline(ds: xr.Dataset) -> str:
-    """K_max of the pretrained kernels over HiPPO's at lags 1 and 10, mean over layers and seeds."""
-    lags = [lag for lag in (1, 10) if lag < ds.sizes["lag"]]
-    ratio = (ds["pretrained"] / ds["baseline"]).mean(
-        [d for d in ds["pretrained"].dims if d != "lag"])
-    return "pretrained / HiPPO K_max " + ", ".join(
-        f"{float(ratio.sel(lag=lag)):.2f} at lag {lag}" for lag in lags)
-
-
-def modern_headline(ds: xr.Dataset) -> str:
-    """Study 13: per task, each model's masked-SPT gain over scratch paired by seed (mean and 95%
-    interval), and the order of the models from scratch and after SPT (their
-    :func:`~spt.studies.modern_architectures.rankings`)."""
-    from ..results import format_gain, paired_gain
-    from .modern_architectures import rankings
-
-    acc, ranks = ds["test_accuracy"] * 100, rankings(ds)
-    parts = []
-    for task in [str(t) for t in acc.task.values]:
-        a, r = acc.sel(task=task), ranks.loc[task]
-        gains = [f"{m} " + format_gain(paired_gain(a.sel(model=m, init="masked"),
-                                                   a.sel(model=m, init="scratch")))
-                 for m in r.index]
-        order = lambda col: " > ".join(r.sort_values(col).index)  # noqa: E731
-        parts.append(f"{task}: SPT gain {', '.join(gains)}; scratch order "
-                     f"{order('rank scratch')}, after SPT {order('rank SPT')}")
-    return ". ".join(parts)
-
-
-def modern_extra(ds: xr.Dataset) -> list:
-    from .modern_architectures import rankings
-    return [("The models ranked from scratch and after masked SPT (1 = best)", rankings(ds))]
-
-
-def priors_headline(ds: xr.Dataset) -> str:
-    from .priors_and_range import headline
-    return headline(ds)
-
-
-def priors_extra(ds: xr.Dataset) -> list:
-    from .priors_and_range import needed_spans
-    return [("The span each task needs (the range probe)", needed_spans(ds))]
-
-
-def _study(module: str) -> Callable:
-    def load():
-        import importlib
-        return importlib.import_module(f"spt.studies.{module}").STUDY
-    return load
-
-
-STUDIES = (
-    LaptopStudy("00 quickstart", "00_quickstart", _study("quickstart"),
-                "`spt study run 00_quickstart --preset laptop` (6 seeds)", quickstart_headline),
-    LaptopStudy("01 Table 1", "01_lra_transformers", _study("lra_transformers"),
-                "`spt study run 01_lra_transformers --preset laptop` (3 seeds)", arms_headline),
-    LaptopStudy("03 Table 7", "03_explicit_priors", _study("explicit_priors"),
-                "`spt study run 03_explicit_priors --preset laptop` (3 seeds)", arms_headline),
-    LaptopStudy("04 Fig. 3", "04_data_scales", _study("data_scales"),
-                "`spt study run 04_data_scales --preset laptop` (3 seeds)", arms_headline),
-    LaptopStudy("06 Fig. 4", "06_kernel_decay", _study("kernel_decay"),
-                "`spt study run 06_kernel_decay --preset laptop` (3 seeds)", kernel_headline),
-    LaptopStudy("13 today's mixers", "13_modern_architectures", _study("modern_architectures"),
-                "`spt study run 13_modern_architectures --preset laptop -p workers 2` (3 seeds)",
-                modern_headline, modern_extra),
-    LaptopStudy("14 priors and range", "14_priors_and_range", _study("priors_and_range"),
-                "`spt study run 14_priors_and_range --preset laptop -p workers 2` (4 seeds)",
-                priors_headline, priors_extra),
-)
 
 
 def markdown_table(df) -> str:
@@ -213,13 +149,14 @@ def read_sections(text: str) -> dict:
 
 
 def summary_table(sections: dict) -> str:
-    rows = [m.group(1) for name in [s.name for s in STUDIES] if name in sections
+    rows = [m.group(1) for name in [s.name for s in laptop_studies()] if name in sections
             for m in [re.search(r"<!-- row: (.*) -->", sections[name])] if m]
     return HEADER + "\n" + "\n".join(rows)
 
 
 def docs_text(sections: dict) -> str:
-    order = [s.name for s in STUDIES] + sorted(set(sections) - {s.name for s in STUDIES})
+    names = [s.name for s in laptop_studies()]
+    order = names + sorted(set(sections) - set(names))
     return ("# Laptop results\n\nWritten by `make laptop-results` "
             "(`python -m spt.studies.laptop_results`); each study's section names the commit it "
             "ran on. The table below is the README's.\n\n" + summary_table(sections) + "\n\n"
@@ -243,18 +180,19 @@ def regenerate(names: Optional[list] = None, out_dir="results", docs: Path = ROO
     """Run (or reuse) the named studies' laptop presets, rewrite their docs sections and the
     README's table; returns the table. run(study, out_dir, workers) -> Dataset (tests pass one);
     rev: the commit to name (default: this checkout's, :func:`commit`)."""
-    chosen = [s for s in STUDIES if names is None or s.name in names]
-    unknown = sorted(set(names or ()) - {s.name for s in STUDIES})
+    known = laptop_studies()
+    chosen = [s for s in known if names is None or s.name in names]
+    unknown = sorted(set(names or ()) - {s.name for s in known})
     if unknown:
         raise ValueError(f"unknown laptop studies {unknown}; choose from "
-                         f"{', '.join(s.name for s in STUDIES)}")
+                         f"{', '.join(s.name for s in known)}")
     readme_text = readme.read_text(encoding="utf-8")
     replace_block(readme_text, "", readme)  # the markers are there before anything runs
     sections = read_sections(docs.read_text(encoding="utf-8")) if docs.exists() else {}
     rev, date = rev or commit(), datetime.date.today().isoformat()
     run = run or (lambda study, out, w: study.run("laptop", out, workers=w))
     for entry in chosen:
-        study = entry.study()
+        study = entry.study
         start = time.monotonic()
         ds = run(study, out_dir, workers)
         wall = (f" (this command: {(time.monotonic() - start) / 60:.1f} min on {os.cpu_count()} "

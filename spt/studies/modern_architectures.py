@@ -39,6 +39,7 @@ from ..mixer_config import GatedDeltaNetConfig, GLAConfig, LRUConfig, Mamba2Conf
 from ..models.model import count_parameters_of
 from ..paper import ssm_row, transformer_row
 from ..paper.results import TABLE2
+from ..results import format_gain, paired_gain
 from .machinery.arms import Arm, task_ref
 from .machinery.job import Entry, GridPreset
 from .machinery.laptop import SMALL_D, SMALL_LAYERS, small_s4
@@ -348,8 +349,28 @@ def table(ds: xr.Dataset):
     return with_gains(compare_table(ds, rows, TABLE2), spt_gains(ds, pairs))
 
 
+def headline(ds: xr.Dataset) -> str:
+    """Per task, each model's masked-SPT gain over scratch paired by seed (mean and 95% interval),
+    and the order of the models from scratch and after SPT (:func:`rankings`)."""
+    acc, ranks = ds["test_accuracy"] * 100, rankings(ds)
+    parts = []
+    for task in [str(t) for t in acc.task.values]:
+        a, r = acc.sel(task=task), ranks.loc[task]
+        gains = [f"{m} " + format_gain(paired_gain(a.sel(model=m, init="masked"),
+                                                   a.sel(model=m, init="scratch")))
+                 for m in r.index]
+        order = lambda col: " > ".join(r.sort_values(col).index)  # noqa: E731
+        parts.append(f"{task}: SPT gain {', '.join(gains)}; scratch order "
+                     f"{order('rank scratch')}, after SPT {order('rank SPT')}")
+    return ". ".join(parts)
+
+
+def extra_tables(ds: xr.Dataset) -> list:
+    return [("The models ranked from scratch and after masked SPT (1 = best)", rankings(ds))]
+
+
 STUDY = Study(NAME, "Today's mixers (Mamba, Mamba-2, Gated DeltaNet, GLA, LRU) beside the rotary "
               "Transformer and S4: scratch vs. masked and causal SPT",
               ("task", "model", "init", "seed"), PRESETS, table, takes_models=True,
               takes_baselines=True,
-              models_like="mamba")
+              models_like="mamba", headline=headline, extra_tables=extra_tables)

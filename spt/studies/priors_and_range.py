@@ -313,6 +313,10 @@ def chance(ds: xr.Dataset) -> dict:
     return {str(t): chance_pct(str(t)) for t in ds.task.values}
 
 
+def extra_tables(ds: xr.Dataset) -> list:
+    return [("The span each task needs (the range probe)", needed_spans(ds))]
+
+
 def headline(ds: xr.Dataset) -> str:
     """One line: per task and family, SPT's gain and the share each prior recovers; then the span
     each task needs (the lagged copy's truth beside it)."""
@@ -336,4 +340,5 @@ def table(ds: xr.Dataset):
 
 STUDY = Study(NAME, "Cheap priors (ALiBi, a free kernel, task-dependent init) against SPT, and "
               "the range each task needs (a probe with a capped reach)",
-              ("task", "model", "prior", "init", "span", "seed"), PRESETS, table)
+              ("task", "model", "prior", "init", "span", "seed"), PRESETS, table,
+              headline=headline, extra_tables=extra_tables)

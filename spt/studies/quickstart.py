@@ -292,7 +292,18 @@ def describe_budgets(ds: xr.Dataset, setup: Setup) -> str:
     return "\n".join(lines)
 
 
+def headline(ds: xr.Dataset) -> str:
+    """SPT vs. scratch, mean over seeds, the paired gain, the seeds SPT is ahead on and those it
+    is ahead on by 10 points or more (the laptop preset's claim: on at least 5 of 6)."""
+    acc = ds["test_accuracy"] * 100
+    spt, scratch = acc.sel(init="spt"), acc.sel(init="scratch")
+    gap = spt - scratch
+    return (f"SPT {float(spt.mean()):.1f} vs. scratch {float(scratch.mean()):.1f}: "
+            f"{float(gap.mean()):+.1f} points, SPT ahead on {int((gap > 0).sum())} of "
+            f"{int(gap.sizes['seed'])} seeds, by 10 points or more on {int((gap >= 10).sum())}")
+
+
 STUDY = Study(NAME, "The quickstart: SPT vs. scratch on 100 digits as pixel tokens, six seeds",
               ("init", "seed"), PRESETS, summary_table, takes_models=True, preset_from=preset_of,
               notebook_preset=notebook_parameters, finish=spt_pretraining_only,
-              no_paper=NO_PAPER_PRESET)
+              no_paper=NO_PAPER_PRESET, headline=headline)

@@ -14,8 +14,9 @@ def quickstart_ds(spt, scratch):
 
 def test_the_quickstart_headline_is_the_mean_gap_and_the_seeds_ahead():
     ds = quickstart_ds([80.0, 70.0, 60.0], [60.0, 60.0, 65.0])
-    assert L.quickstart_headline(ds) == ("SPT 70.0 vs. scratch 61.7: +8.3 points, SPT ahead on "
-                                         "2 of 3 seeds, by 10 points or more on 2")
+    from spt.studies.quickstart import headline
+    assert headline(ds) == ("SPT 70.0 vs. scratch 61.7: +8.3 points, SPT ahead on "
+                              "2 of 3 seeds, by 10 points or more on 2")
 
 
 class FakeStudy:
@@ -30,10 +31,10 @@ def test_regenerating_one_study_rewrites_its_section_and_only_the_readme_block(t
     docs.parent.mkdir()
     kept = "## 01_lra_transformers\n\n<!-- row: | 01 Table 1 | x | kept 1.5 | abc | 2026-01-01 | y | -->\n"
     docs.write_text(L.docs_text(L.read_sections("# t\n\n" + kept)), encoding="utf-8")
-    quick = next(s for s in L.STUDIES if s.name == "00_quickstart")
-    monkeypatch.setattr(L, "STUDIES", (quick.__class__(quick.label, quick.name, FakeStudy,
-                                                        quick.command, quick.headline),
-                                       *[s for s in L.STUDIES if s.name != "00_quickstart"]))
+    studies = L.laptop_studies()
+    quick = next(s for s in studies if s.name == "00_quickstart")
+    fake = quick.__class__(quick.label, quick.name, FakeStudy(), quick.command, quick.headline)
+    monkeypatch.setattr(L, "laptop_studies", lambda: (fake, *[s for s in studies if s is not quick]))
     ds = quickstart_ds([80.0, 90.0], [60.0, 70.0])
     table = L.regenerate(["00_quickstart"], tmp_path / "results", docs, readme,
                          run=lambda study, out, w: ds, rev="1234abc")
@@ -59,3 +60,13 @@ def test_missing_markers_fail_before_anything_runs(tmp_path):
 def test_an_unknown_study_is_named():
     with pytest.raises(ValueError, match="02_nothing"):
         L.regenerate(["02_nothing"])
+
+
+def test_the_laptop_studies_are_the_registry_studies_with_a_laptop_preset():
+    from spt.studies import QUICKSTART, STUDIES
+    names = [s.name for s in L.laptop_studies()]
+    assert names == [s.name for s in (QUICKSTART, *STUDIES.values()) if "laptop" in s.presets]
+    assert {"00_quickstart", "13_modern_architectures", "14_priors_and_range"} <= set(names)
+    row = {s.name: s for s in L.laptop_studies()}["13_modern_architectures"]
+    assert row.headline is STUDIES["13_modern_architectures"].headline and row.extra is not None
+    assert row.command == "`spt study run 13_modern_architectures --preset laptop` (3 seeds)"

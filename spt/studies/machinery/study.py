@@ -117,6 +117,10 @@ class Study:
     finish   : fn(Dataset) -> Dataset applied to the combined results (None: as they are).
     no_paper : for a study without a paper preset, where the paper's settings are run instead
                (what ``deviations("paper")`` says).
+    headline : fn(Dataset) -> one line: what the results show (the laptop results table's row,
+               :mod:`spt.studies.laptop_results`). None: each init's mean beside scratch's.
+    extra_tables : fn(Dataset) -> [(title, DataFrame)] shown under the study's table there (None:
+               none).
     """
 
     name: str
@@ -131,6 +135,8 @@ class Study:
     notebook_preset: Optional[Callable] = None
     finish: Optional[Callable] = None
     no_paper: str = ""
+    headline: Optional[Callable] = None
+    extra_tables: Optional[Callable] = None
 
     def __str__(self) -> str:
         return self.name
