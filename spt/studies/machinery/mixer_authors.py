@@ -55,12 +55,16 @@ class LRUTask(NamedTuple):
     d_state: int
 
 
-# The LRU paper's per-task settings of its LRA runs (Orvieto et al. 2023, App. D, its table of
-# hyper-parameters; sCIFAR is LRA Image). Read from a public port of the LRU to the state-spaces/s4
-# training code, whose per-task experiment configs carry that table (rmin, rmax, max_phase_factor
-# times pi, the layer's d_model = N); the PathX ring and phase also in raresdolga/s5
-# bin/run_experiments/run_lra_pathx.sh (--r_min 0.999 --r_max 0.9999 --max_phase 0.31). The paper's
-# PDF was not at hand when they were written: check them against its App. D before a GPU run.
+# The LRU's per-task settings of its LRA runs (sCIFAR is LRA Image), as a public port of the LRU to
+# the state-spaces/s4 training code sets them: jhuang265/s4 configs/experiment/lra/lru-<task>.yaml
+# at 71c4590 (rmin, rmax, max_phase_factor times pi, the layer's d_model = N); all 24 values below
+# are that port's. The PathX ring and phase also stand in raresdolga/s5
+# bin/run_experiments/run_lra_pathx.sh at bd1c25b (--r_min 0.999 --r_max 0.9999 --max_phase 0.31).
+# Not checked against the LRU paper itself (Orvieto et al. 2023, its appendix's hyper-parameter
+# table): its text could not be read here; check them there before a GPU run. The same port trains
+# the recurrent parameters at lr_factor 0.5 (ListOps, Retrieval), 0.1 (Text) and 0.25 (Image,
+# Pathfinder, PathX) times the lr; spt keeps minimal-LRU's 0.5 on every task (LRUConfig
+# .recurrent_lr_scale), the reference code's one value, until the paper's are read.
 LRU_TASKS = {
     "listops": LRUTask(0.0, 0.9, 2 * math.pi, 256),
     "text": LRUTask(0.5, 0.9, 2 * math.pi, 192),
