@@ -109,7 +109,7 @@ def test_dry_run_keeps_the_presets_settings_but_one_step():
 
 
 def test_check_estimates_each_stage_from_its_timed_step_and_the_plan(fixtures, capsys):
-    from spt.studies.machinery import plan
+    from spt.studies import plan
     from spt.studies.machinery.check import TIMED_STEPS
     only = CHEAP["02_transformers_vs_s4"]
     (r,) = check("02_transformers_vs_s4", data_root=str(fixtures), device="cpu", only=only)
@@ -200,7 +200,7 @@ def test_a_limit_with_fill_repeats_the_longest_examples():
 def test_check_at_the_stages_own_batch_needs_no_batch_scaling(capsys):
     """The smoke preset's stages at their own batch (32): the estimate is the timed step times the
     step cap, with no scaling by the batch."""
-    from spt.studies.machinery import plan
+    from spt.studies import plan
     only = "task=listops init=masked"
     (r,) = check("01_lra_transformers", preset="smoke", batch=None, device="cpu", only=only)
     assert r.ok, r.error
