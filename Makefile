@@ -11,7 +11,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml tools/install_torch.sh |
 export HF_HUB_OFFLINE ?= 1
 export TQDM_MININTERVAL ?= 5
 
-.PHONY: install demo laptop-results test test-wheel docs check-paper test-browser bench-gpu gpu-report clean
+.PHONY: install demo laptop-results test test-long test-wheel docs check-paper test-browser bench-gpu gpu-report clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -44,7 +44,12 @@ laptop-results: install
 
 test: install
 	$(VENV)/bin/ruff check spt tests bench tools
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m "not long" $(PYTEST_ARGS)
+
+# the end-to-end checks of a minute or more that make test leaves out (marked `long`): a SLURM
+# array task pre-empted and requeued (submitit's local cluster, two notebook runs at once)
+test-long: install
+	$(PY) -m pytest -q -m long $(PYTEST_ARGS)
 
 # the install a user makes on a GPU node: build the wheel, install it into a fresh venv outside the
 # checkout (torch from tools/install_torch.sh), list the studies and run one smoke study from

@@ -147,6 +147,7 @@ def test_shard_auto_reads_the_array_task():
         shard_from_env({})
 
 
+@pytest.mark.long  # about 100 s on two cores: `make test-long`
 @pytest.mark.skipif(torch.cuda.is_available(), reason="its two runs are the same only where "
                     "device auto is the CPU")
 def test_a_preempted_array_task_is_requeued_and_ends_with_the_uninterrupted_results(tmp_path,
