@@ -137,7 +137,7 @@ def smoke(data_root=None) -> GridPreset:
 
 # ------------------------------------------------------------------------------ laptop preset
 # Digits (100 labelled 8x8 scans as 64 pixel tokens): the Transformer and its budgets are the
-# quickstart's (where SPT shows at laptop scale, +15.8 points over 6 seeds), the S4 and its
+# quickstart's (where SPT shows at laptop scale, +14.3 points over 6 seeds), the S4 and its
 # budgets study 13's laptop S4 (d=32 x 2). The generated lagged copy (spt.data.lagged: 31 tokens,
 # the label 8 positions after a marker) checks the probe against a known dependency length; SPT
 # cannot help there by construction (the masked symbols are unpredictable), so it runs the probe
