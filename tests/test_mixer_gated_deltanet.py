@@ -1,7 +1,6 @@
 """Gated DeltaNet: the chunked gated delta rule against the loop over time (and fla's naive loop
 when fla imports), the mixer's fast path against its reference, padding, causality, the weight
 decay hints, the model config, and fla's CUDA kernel against spt's form on a GPU."""
-import copy
 
 import pytest
 import torch
@@ -13,7 +12,7 @@ from spt.kernels.delta_rule import gated_delta_rule, gated_delta_rule_ref
 from spt.kernels.library import fla_one_config
 from spt.mixer_config import GatedDeltaNetConfig
 from spt.model_config import model_config_from_dict, model_config_to_dict
-from spt.models.mixers.common import with_reference
+from spt.models.mixers.common import with_reference, with_scan_backend
 from spt.models.mixers.gated_deltanet import GatedDeltaNet
 from spt.models.model import classifier_model
 
@@ -230,12 +229,8 @@ def test_fla_cuda_kernel_equals_spt_form():
     fla_one_config()  # a check of results needs one config per kernel, not autotuning
     torch.manual_seed(0)
     for causal in (True, False):
-        library = GatedDeltaNet(64, causal=causal, **SMALL).cuda()
-        spt_form = copy.deepcopy(library)
-        for core in library.cores:
-            core.scan_backend = "library"
-        for core in spt_form.cores:
-            core.scan_backend = "torch"
+        mixer = GatedDeltaNet(64, causal=causal, **SMALL).cuda()
+        library, spt_form = with_scan_backend(mixer, "library"), with_scan_backend(mixer, "torch")
         x, valid = padded_batch(64, lengths=(200, 131, 64))
         y1, gx1, g1 = _outputs_and_grads(library, x.cuda(), valid.cuda())
         y2, gx2, g2 = _outputs_and_grads(spt_form, x.cuda(), valid.cuda())

@@ -1,6 +1,5 @@
 """Mamba-2's mixer: the chunked SSD against the recurrence's loop, the mixer on both paths, and a
 model built from a Mamba2Config."""
-import copy
 
 import pytest
 import torch
@@ -11,7 +10,7 @@ from spt.data.task import TaskSpec
 from spt.kernels.ssd import ssd, ssd_ref
 from spt.mixer_config import Mamba2Config
 from spt.model_config import model_config_from_dict, model_config_to_dict
-from spt.models.mixers.common import with_reference
+from spt.models.mixers.common import with_reference, with_scan_backend
 from spt.models.mixers.mamba2 import Mamba2
 from spt.models.model import classifier_model
 
@@ -147,12 +146,8 @@ def test_cuda_kernel_equals_spt_form():
         pytest.skip("needs a CUDA device")
     for causal in (True, False):
         torch.manual_seed(3)
-        mixer = Mamba2(D, causal=causal, **KW).cuda()
-        library = copy.deepcopy(mixer)
-        for core in mixer.cores:
-            core.scan_backend = "torch"
-        for core in library.cores:
-            core.scan_backend = "library"
+        mixer = with_scan_backend(Mamba2(D, causal=causal, **KW).cuda(), "torch")
+        library = with_scan_backend(mixer, "library")
         x, valid = padded_batch(D)
         x_torch = x.cuda().requires_grad_()
         x_lib = x.cuda().requires_grad_()

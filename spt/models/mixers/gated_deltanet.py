@@ -18,7 +18,7 @@ n_heads 0: the width sets the head count, key width about 0.75 D, fla's rule).
 With causal=False the split follows Mamba's: q_proj, k_proj, v_proj, g_proj, o_proj and the norm
 exist once; each direction has its own convolutions, a_proj, b_proj, A_log and dt_bias (the second
 direction runs over the reversed rows), and the two directions' o are summed before the norm.
-The rule is :func:`spt.kernels.delta_rule.gated_delta_rule` at the cores' ``backend``: by default
+The rule is :func:`spt.kernels.delta_rule.gated_delta_rule` at the cores' ``scan_backend``: by default
 fla's (flash-linear-attention's) ``chunk_gated_delta_rule`` on CUDA when it is installed,
 elsewhere spt's chunked form.
 """
@@ -45,7 +45,7 @@ class GatedDeltaNetCore(nn.Module):
     """One direction: convs -> SiLU -> L2 norm, beta and the decay, the gated delta rule.
     forward(u (B, L, H*K + H*K + H*V + D): q, k, v before their convs and x, valid) -> (B, L, H, V).
 
-    ``backend`` (a plain attribute, "auto" unless set; not a parameter or buffer) is the
+    ``scan_backend`` (a plain attribute, "auto" unless set; not a parameter or buffer) is the
     recurrence's ``backend=`` (:mod:`spt.kernels.library`);
     :func:`~spt.models.mixers.common.with_reference` sets it to "ref", the loop over time.
     """

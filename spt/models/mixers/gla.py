@@ -13,7 +13,7 @@ K = expand_k * D / H and V = expand_v * D / H per head. With causal=False the fo
 projection (W1, W2, b) and the recurrence exist once per direction (the second runs over the
 reversed rows) and the two o's are summed before the norm; q_proj, k_proj, v_proj, g_proj, the
 norm and o_proj are shared. The recurrence is :func:`spt.kernels.gla.gla` at the cores'
-``backend``: by default fla's ``chunk_gla`` on CUDA when it is installed, elsewhere spt's chunked
+``scan_backend``: by default fla's ``chunk_gla`` on CUDA when it is installed, elsewhere spt's chunked
 form (no loop over time).
 """
 from __future__ import annotations
@@ -32,7 +32,7 @@ class GLACore(nn.Module):
     """One direction of a GLA mixer: the low-rank forget gate and the recurrence.
     u = [x, q, k, v] (B, L, D + 2 H K + H V) -> o (B, L, H V), before the norm.
 
-    ``backend`` (a plain attribute, "auto" unless set; not a parameter or buffer) is the
+    ``scan_backend`` (a plain attribute, "auto" unless set; not a parameter or buffer) is the
     recurrence's ``backend=`` (:mod:`spt.kernels.library`);
     :func:`~spt.models.mixers.common.with_reference` sets it to "ref", the loop over time.
     """

@@ -15,7 +15,7 @@ the input); B, C Glorot-style complex normals (real and imaginary parts with var
 for B, 1 / N for C), D standard normal.
 
 The recurrence runs on :func:`spt.kernels.scan.linear_scan` over complex tensors (a parallel
-scan, no loop over time; the cores' ``backend`` "ref" runs the loop). With causal=False (nu,
+scan, no loop over time; the cores' ``scan_backend`` "ref" runs the loop). With causal=False (nu,
 theta, gamma, B, C, D) exist once per direction (the second runs over the reversed rows) and the
 two y's are summed before the GELU; the GLU is shared. The recurrent parameters train as
 minimal-LRU (the LRU's reference code) trains them: nu_log, theta_log, gamma_log, B_re and B_im
@@ -50,7 +50,7 @@ class LRUCore(nn.Module):
     """One direction of an LRU mixer: the complex diagonal recurrence and its read-out.
     u (B, L, D) -> y (B, L, D) = Re(C x) + D u.
 
-    ``backend`` (a plain attribute, "auto" unless set; not a parameter or buffer) is the
+    ``scan_backend`` (a plain attribute, "auto" unless set; not a parameter or buffer) is the
     recurrence's ``backend=`` (:mod:`spt.kernels.library`);
     :func:`~spt.models.mixers.common.with_reference` sets it to "ref", the loop over time.
     """

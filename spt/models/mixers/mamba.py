@@ -9,7 +9,7 @@ Spaces", Fig. 3 and Alg. 2), causal or bidirectional.
 
 With causal=False the convolution, x_proj, dt_proj, A and D exist once per direction (the second
 runs over the reversed rows) and the two y's are summed before the gate; in_proj and out_proj are
-shared. The scan is :func:`spt.kernels.scan.selective_scan` at the cores' ``backend``: by default
+shared. The scan is :func:`spt.kernels.scan.selective_scan` at the cores' ``scan_backend``: by default
 mamba-ssm's ``selective_scan_fn`` on CUDA when it is installed, elsewhere spt's parallel scan (no
 loop over time).
 """
@@ -40,7 +40,7 @@ def log_uniform_dt(n: int, dt_min: float, dt_max: float) -> torch.Tensor:
 class MambaCore(nn.Module):
     """One direction of a Mamba mixer: conv -> SiLU -> selective SSM. (B, L, E*D) -> (B, L, E*D).
 
-    ``backend`` (a plain attribute, "auto" unless set; not a parameter or buffer) is the
+    ``scan_backend`` (a plain attribute, "auto" unless set; not a parameter or buffer) is the
     recurrence's ``backend=`` (:mod:`spt.kernels.library`);
     :func:`~spt.models.mixers.common.with_reference` sets it to "ref", the loop over time.
     """

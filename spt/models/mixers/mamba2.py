@@ -16,7 +16,7 @@ and dt_bias.
 With causal=False the convolution, dt_bias, A_log and D exist once per direction (the second runs
 over the reversed rows) and the two y's are summed before the gated norm; in_proj (which makes x,
 B, C and dt for both directions) and out_proj are shared, as in :mod:`~spt.models.mixers.mamba`.
-The SSD is :func:`spt.kernels.ssd.ssd` at the cores' ``backend``: by default mamba-ssm's
+The SSD is :func:`spt.kernels.ssd.ssd` at the cores' ``scan_backend``: by default mamba-ssm's
 ``mamba_chunk_scan_combined`` on CUDA when it is installed, elsewhere spt's chunked block
 decomposition (no loop over time).
 """
@@ -37,7 +37,7 @@ class Mamba2Core(nn.Module):
     """One direction of a Mamba-2 mixer: conv -> SiLU -> SSD.
     (B, L, E*D + 2N + H) holding (x, B, C, dt) -> y (B, L, E*D).
 
-    ``backend`` (a plain attribute, "auto" unless set; not a parameter or buffer) is the
+    ``scan_backend`` (a plain attribute, "auto" unless set; not a parameter or buffer) is the
     recurrence's ``backend=`` (:mod:`spt.kernels.library`);
     :func:`~spt.models.mixers.common.with_reference` sets it to "ref", the loop over time.
     """
