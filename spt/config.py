@@ -16,18 +16,20 @@ and :mod:`spt.model_config` (how checkpoints store either model config) imports 
 from __future__ import annotations
 
 import dataclasses
-import math
-import numbers
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import ClassVar, Literal, Optional
 
 from .compat import LATER_TRAIN_FIELDS  # noqa: F401  (public here: the TrainConfig fields files may lack)
+from .config_base import (  # noqa: F401  (Head, Pooling, ModelConfigBase: public here too)
+    Head,
+    ModelConfigBase,
+    Pooling,
+    _check_choice,
+    _check_positive,
+    check_finite,
+)
 
 Positions = Literal["sinusoidal", "learned", "rotary", "alibi", "none"]
-Pooling = Literal["mean", "max", "last"]
-# The classifier after pooling: "mlp" Linear(d, d) -> GELU -> Linear(d, n_out); "linear" one
-# Linear(d, n_out) (the paper's authors' `sequence` decoder; see spt.models.heads).
-Head = Literal["mlp", "linear"]
 AttentionBackend = Literal["auto", "flash", "sdpa", "manual"]
 # How neighbour-block / banded attention runs (spt.models.attention.local_attention): the same
 # function either way, "gather" by SDPA over gathered neighbour blocks, "flex" by FlexAttention.
@@ -38,59 +40,7 @@ Schedule = Literal["cosine", "constant", "rsqrt", "plateau", "multistep"]
 WdGroups = Literal["matrices", "all"]
 
 
-def _check_choice(cls: str, name: str, value, choices) -> None:
-    if value not in choices:
-        raise ValueError(f"{cls}.{name}={value!r} is not one of {list(choices)}")
-
-
-def check_finite(cfg) -> None:
-    """Every number of a config dataclass, and every number in its tuple fields (betas,
-    lr_milestones), is finite: NaN or infinity is a ValueError naming the field. Each config's
-    ``__post_init__`` calls it before its own checks (a NaN fails every comparison, so those
-    would let it through or stop on it with a message about something else)."""
-    for f in dataclasses.fields(cfg):
-        value = getattr(cfg, f.name)
-        for v in value if isinstance(value, (tuple, list)) else (value,):
-            if isinstance(v, numbers.Real) and not isinstance(v, bool) and not math.isfinite(v):
-                what = "is not" if v is value else f"holds {v!r}, not"
-                raise ValueError(f"{type(cfg).__name__}.{f.name}={value!r} {what} a finite number: "
-                                 f"give a finite value")
-
-
-def _check_positive(cls: str, name: str, value, allow_zero: bool = False) -> None:
-    ok = value >= 0 if allow_zero else value > 0
-    if not ok:
-        raise ValueError(f"{cls}.{name} must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
-
-
-class ModelConfigBase:
-    """What every model config answers for itself, so that the code sizing, naming and grouping
-    models (the studies) needs no switch on config types. A base without fields: each model config
-    is a frozen dataclass of its own fields.
-
-    name   : the model's name in a study's grid ("transformer", "s4", "mamba", ...): its kind.
-    family : "transformer", "ssm" (S4 / S4D / DLR), "conv" (SGConv, free kernel), "mixer"
-             (today's mixers) or "layer" (your layer): what a cheap prior or a size rule applies to.
-    width_multiple : the widths the config allows are multiples of this.
-    resize(d_model) : the config at width d_model, its other sizes following where they are tied
-             to the width.
-    """
-
-    family = "layer"
-
-    @property
-    def name(self) -> str:
-        return self.kind
-
-    @property
-    def width_multiple(self) -> int:
-        return 1
-
-    def resize(self, d_model: int):
-        return replace(self, d_model=d_model)
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TransformerConfig(ModelConfigBase):
     """A pre-LayerNorm Transformer encoder.
 
@@ -108,11 +58,10 @@ class TransformerConfig(ModelConfigBase):
     locality_bias : add ALiBi's bias -m_h |i - j| (the slopes above) to every head's scores on top
                   of the model's own positions (which Press et al. drop): a locality prior that
                   keeps where each input is. With positions="alibi" it is already there (error).
-    causal      : unidirectional (next-token) model; otherwise bidirectional.
-    pooling     : how the finetuning head pools the sequence: "mean" | "max" | "last".
-    head        : the finetuning head after pooling: "mlp" (Linear(d, d) -> GELU -> Linear(d, n_out))
-                  or "linear" (one Linear(d, n_out)).
-    max_len     : longest sequence the position table supports (sinusoidal / learned).
+    dropout     : on the embeddings, after attention and in the feed-forward block (0.1).
+    attn_dropout : on the attention weights.
+    max_len     : longest sequence the position table supports (sinusoidal / learned); 4096.
+    causal, pooling, head : as every model config's (:class:`~spt.config_base.ModelConfigBase`).
     local_block : None for full attention; W for neighbour-block local attention (the sequence is
                   cut into blocks of W tokens, each block attends to itself and its neighbours).
     reach       : None for attention over the whole sequence; w caps each layer's attention at
@@ -126,27 +75,24 @@ class TransformerConfig(ModelConfigBase):
                   with a block-sparse mask; compiled on CUDA). Speed only.
     """
 
-    d_model: int = 64
+    family: ClassVar[str] = "transformer"
+
     n_layers: int = 3
+    dropout: float = 0.1
+    max_len: int = 4096
     n_heads: int = 4
     d_ff: int = 128
-    dropout: float = 0.1
     attn_dropout: float = 0.0
     positions: Positions = "sinusoidal"
-    causal: bool = False
-    pooling: Pooling = "mean"
-    max_len: int = 4096
     local_block: Optional[int] = None
     attention: AttentionBackend = "auto"
-    head: Head = "mlp"
     reach: Optional[int] = None
     locality_bias: bool = False
     local_backend: LocalBackend = "gather"
 
-    def __post_init__(self):
+    def check(self):
         c = "TransformerConfig"
-        check_finite(self)
-        for name in ("d_model", "n_layers", "n_heads", "d_ff", "max_len"):
+        for name in ("n_heads", "d_ff"):
             _check_positive(c, name, getattr(self, name))
         if self.d_model % self.n_heads:
             raise ValueError(f"{c}.d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
@@ -154,12 +100,10 @@ class TransformerConfig(ModelConfigBase):
             raise ValueError(f"{c}: rotary positions need an even head size, got "
                              f"d_model/n_heads = {self.d_model // self.n_heads}")
         _check_choice(c, "positions", self.positions, Positions.__args__)
-        _check_choice(c, "pooling", self.pooling, Pooling.__args__)
-        _check_choice(c, "head", self.head, Head.__args__)
         _check_choice(c, "attention", self.attention, AttentionBackend.__args__)
         _check_choice(c, "local_backend", self.local_backend, LocalBackend.__args__)
-        if not 0.0 <= self.dropout < 1.0 or not 0.0 <= self.attn_dropout < 1.0:
-            raise ValueError(f"{c}.dropout and attn_dropout must be in [0, 1)")
+        if not 0.0 <= self.attn_dropout < 1.0:
+            raise ValueError(f"{c}.attn_dropout must be in [0, 1), got {self.attn_dropout!r}")
         if self.local_block is not None:
             _check_positive(c, "local_block", self.local_block)
         if self.reach is not None:
@@ -167,8 +111,6 @@ class TransformerConfig(ModelConfigBase):
         if self.locality_bias and self.positions == "alibi":
             raise ValueError(f"{c}: locality_bias=True adds ALiBi's bias on top of the positions; "
                              f"positions='alibi' has it already: set one of them")
-
-    family = "transformer"
 
     @property
     def name(self) -> str:

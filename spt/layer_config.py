@@ -14,13 +14,11 @@ from __future__ import annotations
 import math
 import numbers
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Union
 
-from .config import Head, ModelConfigBase, _check_choice, check_finite
+from .config_base import ModelConfigBase, TablePositions, _check_bool, _check_choice
 
-_POOLINGS = ("mean", "max", "last")
-_POSITIONS = ("none", "sinusoidal", "learned")
 # Constructor arguments that come from the config's own fields, never from kwargs.
 _RESERVED = ("d_model", "causal")
 
@@ -128,7 +126,7 @@ def normalise_kwargs(kwargs) -> tuple[tuple[str, Any], ...]:
     return tuple(sorted(out.items()))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LayerConfig(ModelConfigBase):
     """A stack of n_layers copies of any sequence layer, found by its importable class path.
 
@@ -139,7 +137,6 @@ class LayerConfig(ModelConfigBase):
                    checkpoints load later and elsewhere.
     kwargs       : the layer's constructor keyword arguments, a dict or (key, value) pairs of JSON
                    values; stored as a sorted tuple of pairs, lists as tuples.
-    d_model      : width D; every layer maps (B, L, D) -> (B, L, D).
     n_layers     : depth: the number of layer instances (each in a pre-norm residual block).
     causal       : True when output t may depend only on inputs <= t (next-token pretraining).
     bidirectional: run every layer as :class:`spt.models.user_layers.Bidirectional` (one causal copy
@@ -148,25 +145,17 @@ class LayerConfig(ModelConfigBase):
     positions    : "none" | "sinusoidal" | "learned": a position table added to the layer stack's
                    input, for layers that do not know where each input is.
     max_len      : longest sequence the position table covers.
-    pooling      : finetuning head pooling ("mean" | "max" | "last").
-    head         : finetuning head after pooling: "mlp" (Linear(D, D) -> GELU -> Linear(D, n_out))
-                   or "linear" (one Linear(D, n_out)).
     dropout      : on the stack's input and on every layer's output, before the residual sum.
+    The other fields (d_model, pooling, head) are every model config's
+    (:class:`~spt.config_base.ModelConfigBase`). Every field but `layer` is a keyword argument.
 
     How the layer is constructed and called is the contract in :mod:`spt.models.user_layers`.
     """
 
-    layer: Union[str, type]
+    layer: Union[str, type] = field(kw_only=False)
     kwargs: tuple = ()
-    d_model: int = 64
-    n_layers: int = 2
-    causal: bool = False
     bidirectional: bool = False
-    positions: str = "none"
-    max_len: int = 1024
-    pooling: str = "mean"
-    dropout: float = 0.0
-    head: Head = "mlp"
+    positions: TablePositions = "none"
 
     @property
     def name(self) -> str:
@@ -176,37 +165,28 @@ class LayerConfig(ModelConfigBase):
         return layer.replace(":", ".").rsplit(".", 1)[-1].lower()
 
     def __post_init__(self):
-        c = "LayerConfig"
-        check_finite(self)
         layer = self.layer
         if isinstance(layer, type):
             layer = layer_path(layer)
             object.__setattr__(self, "layer", layer)
         module, _ = split_layer_path(layer)
         if module == "__main__":
-            warnings.warn(f"{c}.layer={layer!r} lives in __main__ (a notebook or script): only this "
-                          f"process can build it, so its checkpoints will not load elsewhere. Move "
-                          f"the class to a module file and import it from there.", stacklevel=3)
+            warnings.warn(f"LayerConfig.layer={layer!r} lives in __main__ (a notebook or script): "
+                          f"only this process can build it, so its checkpoints will not load "
+                          f"elsewhere. Move the class to a module file and import it from there.",
+                          stacklevel=3)
         object.__setattr__(self, "kwargs", normalise_kwargs(self.kwargs))
-        for name in ("d_model", "n_layers", "max_len"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-                raise ValueError(f"{c}.{name} must be an int > 0, got {v!r}")
-        for name in ("causal", "bidirectional"):
-            if not isinstance(getattr(self, name), bool):
-                raise TypeError(f"{c}.{name} must be True or False, got {getattr(self, name)!r}")
+        super().__post_init__()
+
+    def check(self):
+        c = "LayerConfig"
+        _check_bool(c, "bidirectional", self.bidirectional)
         if self.causal and self.bidirectional:
             raise ValueError(f"{c}: bidirectional=True runs each layer in both directions, so the "
                              f"stack cannot be causal: set causal=False (masked pretraining), or "
                              f"bidirectional=False to keep a causal layer causal (next-token "
                              f"pretraining)")
-        if self.positions not in _POSITIONS:
-            raise ValueError(f"{c}.positions={self.positions!r} is not one of {list(_POSITIONS)}")
-        if self.pooling not in _POOLINGS:
-            raise ValueError(f"{c}.pooling={self.pooling!r} is not one of {list(_POOLINGS)}")
-        _check_choice(c, "head", self.head, Head.__args__)
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"{c}.dropout must be in [0, 1), got {self.dropout!r}")
+        _check_choice(c, "positions", self.positions, TablePositions.__args__)
 
     @property
     def layer_kwargs(self) -> dict:

@@ -32,9 +32,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar, Optional
 
-from .config import Head, ModelConfigBase, Pooling, _check_choice, check_finite
+from .config_base import ModelConfigBase, TablePositions, _check_bool, _check_choice
 
-_POSITIONS = ("none", "sinusoidal", "learned")
 _NORMS = ("layer", "rms")
 
 # fla's rule for a GatedDeltaNet layer's key width: num_heads * head_dim = 0.75 * hidden_size
@@ -65,12 +64,12 @@ def gated_deltanet_heads(d_model: int, n_heads: int, head_dim: int) -> tuple[int
     return n_heads, head_dim
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MixerConfig(ModelConfigBase):
-    """The fields every mixer stack shares.
+    """The fields every mixer stack shares (with every model config's: d_model, n_layers, causal,
+    dropout, pooling, head, max_len; :class:`~spt.config_base.ModelConfigBase`).
 
-    d_model    : width D; every block maps (B, L, D) -> (B, L, D).
-    n_layers   : number of mixer blocks.
+    causal     : True: position t sees inputs <= t; False: each mixer runs both ways.
     mlp_expand : 0 for mixer-only blocks (Mamba's and the LRU's design); k > 0 adds a pre-norm
                  SwiGLU MLP after every mixer (GLA's and Gated DeltaNet's blocks), of hidden width
                  k * D, or by fla's rule with mlp_multiple (:func:`mlp_width`).
@@ -78,13 +77,12 @@ class MixerConfig(ModelConfigBase):
                  rounded up to a multiple of m (fla's GatedMLP with hidden_ratio mlp_expand: 4, 256).
     block_norm : "rms" | "layer": the norm before every mixer and MLP and after the last block
                  (RMSNorm: mamba-ssm's and fla's blocks; LayerNorm).
-    causal     : True: position t sees inputs <= t; False: each mixer runs both ways.
     positions  : "none" | "sinusoidal" | "learned" (a table added to the stack's input; the
                  recurrences know order without one).
     max_len    : the longest sequence (the position table's length, the study's task length).
-    pooling    : "mean" | "max" | "last" (the finetuning head's).
     dropout    : on the stack's input and every block's output, before the residual sum.
-    head       : "mlp" | "linear": the finetuning head after pooling.
+
+    A mixer's config adds its own fields and checks them in :meth:`check_mixer`.
     """
 
     mixer: ClassVar[str] = ""
@@ -93,46 +91,29 @@ class MixerConfig(ModelConfigBase):
     # the epsilon of block_norm="rms" (mamba-ssm's blocks 1e-5, fla's models 1e-6)
     rms_eps: ClassVar[float] = 1e-5
 
-    d_model: int = 64
-    n_layers: int = 2
     mlp_expand: int = 0
     mlp_multiple: int = 0
     block_norm: str = "rms"
-    causal: bool = False
-    positions: str = "none"
-    max_len: int = 1024
-    pooling: Pooling = "mean"
-    dropout: float = 0.0
-    head: Head = "mlp"
+    positions: TablePositions = "none"
 
-    def __post_init__(self):
+    def check(self):
         c = type(self).__name__
-        check_finite(self)
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
             if f.type in ("int", int) and (isinstance(v, bool) or not isinstance(v, int)):
                 raise TypeError(f"{c}.{f.name} must be an int, got {v!r}")
             if f.type in ("float", float) and (isinstance(v, bool) or not isinstance(v, (int, float))):
                 raise TypeError(f"{c}.{f.name} must be a number, got {v!r}")
-        for name in ("d_model", "n_layers", "max_len"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{c}.{name} must be > 0, got {getattr(self, name)!r}")
         if self.mlp_expand < 0:
             raise ValueError(f"{c}.mlp_expand must be >= 0 (0: no MLP), got {self.mlp_expand!r}")
         if self.mlp_multiple < 0:
             raise ValueError(f"{c}.mlp_multiple must be >= 0 (0: width mlp_expand * D), got "
                              f"{self.mlp_multiple!r}")
         _check_choice(c, "block_norm", self.block_norm, _NORMS)
-        if not isinstance(self.causal, bool):
-            raise TypeError(f"{c}.causal must be True or False, got {self.causal!r}")
-        _check_choice(c, "positions", self.positions, _POSITIONS)
-        _check_choice(c, "pooling", self.pooling, Pooling.__args__)
-        _check_choice(c, "head", self.head, Head.__args__)
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"{c}.dropout must be in [0, 1), got {self.dropout!r}")
-        self.check()
+        _check_choice(c, "positions", self.positions, TablePositions.__args__)
+        self.check_mixer()
 
-    def check(self) -> None:
+    def check_mixer(self) -> None:
         """A mixer's own checks of its fields (raise ValueError naming the field)."""
 
     # the stack runs each mixer as built: causal=False mixers see both ways themselves
@@ -165,7 +146,7 @@ def _dt_range(cfg):
                          f"{cfg.dt_min!r}, dt_max={cfg.dt_max!r}")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MambaConfig(MixerConfig):
     """Mamba (Gu & Dao 2023): in-projection to x, z (E * D each), causal depthwise convolution of
     width d_conv on x, SiLU, the selective SSM with state N = d_state per channel (dt, B, C from x;
@@ -184,13 +165,13 @@ class MambaConfig(MixerConfig):
     dt_min: float = 0.001
     dt_max: float = 0.1
 
-    def check(self):
+    def check_mixer(self):
         _positive(self, "d_state", "expand", "d_conv")
         _positive(self, "dt_rank", allow_zero=True)
         _dt_range(self)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Mamba2Config(MixerConfig):
     """Mamba-2 (Dao & Gu 2024, SSD): one in-projection to z, x, B, C, dt; a causal depthwise
     convolution over (x, B, C); the SSD recurrence with a scalar decay per head
@@ -210,7 +191,7 @@ class Mamba2Config(MixerConfig):
     dt_min: float = 0.001
     dt_max: float = 0.1
 
-    def check(self):
+    def check_mixer(self):
         _positive(self, "d_state", "expand", "head_dim", "d_conv")
         _dt_range(self)
         if (self.expand * self.d_model) % self.head_dim:
@@ -218,7 +199,7 @@ class Mamba2Config(MixerConfig):
                              f"expand * d_model = {self.expand * self.d_model}")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GatedDeltaNetConfig(MixerConfig):
     """Gated DeltaNet (Yang, Kautz & Hatamizadeh, ICLR 2025): per head a matrix state updated by
     the gated delta rule S_t = S_{t-1} a_t (I - beta_t k_t k_t^T) + beta_t v_t k_t^T, o_t = S_t q_t,
@@ -242,7 +223,7 @@ class GatedDeltaNetConfig(MixerConfig):
     d_conv: int = 4
     conv_bias: bool = False
 
-    def check(self):
+    def check_mixer(self):
         _positive(self, "expand_v", "d_conv")
         _positive(self, "n_heads", "head_dim", allow_zero=True)
         if not self.n_heads and not self.head_dim:
@@ -251,12 +232,10 @@ class GatedDeltaNetConfig(MixerConfig):
         if not self.head_dim and self.d_model % self.n_heads:
             raise ValueError(f"GatedDeltaNetConfig: n_heads={self.n_heads} must divide d_model="
                              f"{self.d_model} (or set head_dim)")
-        if not isinstance(self.conv_bias, bool):
-            raise TypeError(f"GatedDeltaNetConfig.conv_bias must be True or False, got "
-                            f"{self.conv_bias!r}")
+        _check_bool("GatedDeltaNetConfig", "conv_bias", self.conv_bias)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GLAConfig(MixerConfig):
     """Gated linear attention (Yang, Wang, Shen, Panda & Kim, ICML 2024): per head a matrix state
     S_t = diag(a_t) S_{t-1} + k_t v_t^T, o_t = q_t S_t, with the data-dependent forget gate
@@ -277,7 +256,7 @@ class GLAConfig(MixerConfig):
     gate_rank: int = 16
     gate_norm: float = 16.0
 
-    def check(self):
+    def check_mixer(self):
         _positive(self, "n_heads", "expand_k", "expand_v", "gate_rank", "gate_norm")
         for name in ("expand_k", "expand_v"):
             width = getattr(self, name) * self.d_model
@@ -286,7 +265,7 @@ class GLAConfig(MixerConfig):
                                  f"that n_heads={self.n_heads} divides")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LRUConfig(MixerConfig):
     """The Linear Recurrent Unit (Orvieto, Smith, Gu, Fernando, Gulcehre, Pascanu & De, ICML
     2023): a diagonal complex recurrence x_t = lambda * x_{t-1} + gamma * (B u_t) with d_state
@@ -311,7 +290,7 @@ class LRUConfig(MixerConfig):
     max_phase: float = 6.283
     recurrent_lr_scale: Optional[float] = 0.5
 
-    def check(self):
+    def check_mixer(self):
         _positive(self, "d_state", allow_zero=True)
         _positive(self, "max_phase")
         scale = self.recurrent_lr_scale

@@ -10,7 +10,8 @@ import dataclasses
 from typing import Optional
 
 from .compat import LATER_MODEL_FIELDS, OLD_CONFIG_NAMES, without_later_fields
-from .config import ModelConfigBase, TransformerConfig
+from .config import TransformerConfig
+from .config_base import ModelConfigBase
 from .free_conv_config import FreeConvConfig
 from .layer_config import LayerConfig
 from .mixer_config import MIXER_CONFIGS

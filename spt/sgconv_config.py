@@ -7,14 +7,11 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
-from .config import Head, ModelConfigBase, _check_choice, check_finite
-
-_POOLINGS = ("mean", "max", "last")
-_NORMS = ("layer", "batch")
+from .config_base import ConvBlockConfig
 
 
-@dataclass(frozen=True)
-class SGConvConfig(ModelConfigBase):
+@dataclass(frozen=True, kw_only=True)
+class SGConvConfig(ConvBlockConfig):
     """A stack of SGConv blocks: norm -> multi-scale global convolution -> GELU -> linear/GLU.
 
     d_model    : width H (number of independent convolution channels); n_layers: depth.
@@ -23,54 +20,30 @@ class SGConvConfig(ModelConfigBase):
     max_len    : longest sequence; the kernel covers max_len lags with
                  ``n_scales = 1 + ceil(log2(max_len / kernel_dim))`` sub-kernels (derived).
     causal     : one kernel per channel looking back only; otherwise a forward and a backward one.
-    pooling    : finetuning head pooling ("mean" | "max" | "last").
-    head       : finetuning head after pooling: "mlp" (Linear(d, d) -> GELU -> Linear(d, n_out)) or
-                 "linear" (one Linear(d, n_out)).
     dropout    : dropout after the activation and after the output projection.
-    norm       : "layer" or "batch" (batch statistics over real, non-padded positions).
-    prenorm    : normalise inside the residual branch (pre-norm) or after the residual (post-norm).
-    glu        : output projection Linear(H, 2H) + GLU instead of Linear(H, H).
     lr         : learning rate of the sub-kernel weights, with no weight decay (the authors' 1e-3).
-    positions  : always "none" (not a field): the kernel already knows where each input is.
     kind, init : class constants "sgconv" and "normal" (not fields), the labels the kernel analyses
                  give an SSM config's kind and init.
+    The other fields (pooling, head, norm, prenorm, glu) are every S4-style block's
+    (:class:`~spt.config_base.ConvBlockConfig`).
     """
 
-    positions: ClassVar[str] = "none"
     kind: ClassVar[str] = "sgconv"
     family: ClassVar[str] = "conv"
     init: ClassVar[str] = "normal"
 
-    d_model: int = 64
-    n_layers: int = 4
     kernel_dim: int = 32
     alpha: float = 0.5
-    max_len: int = 1024
-    causal: bool = False
-    pooling: str = "mean"
-    dropout: float = 0.0
-    norm: str = "layer"
-    prenorm: bool = True
-    glu: bool = True
     lr: float = 1e-3
-    head: Head = "mlp"
 
-    def __post_init__(self):
+    def check(self):
         c = "SGConvConfig"
-        check_finite(self)
-        for name in ("d_model", "n_layers", "kernel_dim", "max_len", "lr"):
+        for name in ("kernel_dim", "lr"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{c}.{name} must be > 0, got {getattr(self, name)!r}")
         if not 0.0 < self.alpha <= 1.0:
             raise ValueError(f"{c}.alpha must be in (0, 1] (the decay of each larger scale; the "
                              f"paper uses 0.5), got {self.alpha!r}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"{c}.dropout must be in [0, 1), got {self.dropout!r}")
-        if self.pooling not in _POOLINGS:
-            raise ValueError(f"{c}.pooling={self.pooling!r} is not one of {list(_POOLINGS)}")
-        _check_choice(c, "head", self.head, Head.__args__)
-        if self.norm not in _NORMS:
-            raise ValueError(f"{c}.norm={self.norm!r} is not one of {list(_NORMS)}")
 
     @property
     def n_scales(self) -> int:

@@ -10,10 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Literal, Optional, Union
 
-from .config import Head, ModelConfigBase, Pooling, _check_choice, _check_positive, check_finite
+from .config_base import ConvBlockConfig, _check_choice, _check_positive
 
 SSMKind = Literal["s4", "s4d", "dlr"]
-SSMNorm = Literal["layer", "batch"]
 SSMTaskInit = Literal["spectrum"]
 # Initialisations each kind accepts; the first is its structured default. Every kind also takes
 # the two random ones, RANDOM_INITS (see SSMConfig.init).
@@ -28,8 +27,8 @@ _SSM_DEFAULTS = {  # kind: (SSM-parameter lr, dt_min) as their authors set them
 }
 
 
-@dataclass(frozen=True)
-class SSMConfig(ModelConfigBase):
+@dataclass(frozen=True, kw_only=True)
+class SSMConfig(ConvBlockConfig):
     """A stack of state-space blocks (S4, S4D or DLR): norm -> SSM conv -> GELU -> linear/GLU.
 
     kind      : "s4" (DPLR, bilinear, Cauchy kernel), "s4d" (diagonal, ZOH), "dlr" (diagonal linear
@@ -39,9 +38,6 @@ class SSMConfig(ModelConfigBase):
                 complex states (its authors use N = 1024).
     causal    : unidirectional convolution (and a recurrent step mode); otherwise each channel has a
                 forward and a backward kernel.
-    pooling   : finetuning head pooling ("mean" | "max" | "last").
-    head      : finetuning head after pooling: "mlp" (Linear(d, d) -> GELU -> Linear(d, n_out)) or
-                "linear" (one Linear(d, n_out), the authors' S4 / DLR decoder).
     max_len   : longest sequence. S4 learns C-tilde for this kernel length and computes its kernel at
                 this length (then truncates), so its kernel does not depend on the batch length.
     init      : None -> the kind's structured default (see SSM_INITS). Two random ones:
@@ -60,8 +56,6 @@ class SSMConfig(ModelConfigBase):
                   N(0, random_std^2); dt keeps its log-uniform init, the linears, norms, D,
                   encoder and head their usual ones. Asks "does the SSM prior alone matter".
     random_std: standard deviation of both random inits (the paper: 0.1).
-    norm      : "layer" or "batch" (batch statistics over real, non-padded positions).
-    prenorm   : normalise inside the residual branch (pre-norm) or after the residual (post-norm).
     glu       : output projection Linear(H, 2H) + GLU (S4) instead of Linear(H, H) (DLR's code).
     lr        : learning rate of the state-space parameters, with no weight decay (None -> the
                 authors' value: 1e-3 for S4 / S4D, 1e-4 for DLR). For DLR it covers Lambda and C.
@@ -85,50 +79,33 @@ class SSMConfig(ModelConfigBase):
     tie_dropout : draw each dropout mask once per example and channel, shared along the sequence
                 (the S4 code's tie_dropout), instead of per position.
     dt_min, dt_max : range of the log-uniform step size dt (DLR: range of the damping of Lambda).
-    positions : always "none" (not a field): the convolution kernel already knows where each input
-                is, so the backbone adds no position encoding.
+    The other fields (dropout, pooling, head, norm, prenorm) are every S4-style block's
+    (:class:`~spt.config_base.ConvBlockConfig`).
     """
 
-    positions: ClassVar[str] = "none"
+    family: ClassVar[str] = "ssm"
 
     kind: SSMKind = "s4"
-    family: ClassVar[str] = "ssm"
-    d_model: int = 64
-    n_layers: int = 4
     d_state: int = 64
-    dropout: float = 0.0
-    causal: bool = False
-    pooling: Pooling = "mean"
-    max_len: int = 1024
     init: Optional[str] = None
-    norm: SSMNorm = "layer"
-    prenorm: bool = True
-    glu: bool = True
     lr: Optional[float] = None
     dt_min: Optional[float] = None
     dt_max: float = 0.1
     random_std: float = 0.1
-    head: Head = "mlp"
     dt_lr: Union[float, Literal["run"], None] = None
     n_ssm: Optional[int] = None
     tie_dropout: bool = False
     reach: Optional[int] = None
     task_init: Optional[SSMTaskInit] = None
 
-    def __post_init__(self):
+    def check(self):
         c = "SSMConfig"
-        check_finite(self)
         _check_choice(c, "kind", self.kind, SSMKind.__args__)
-        for name in ("d_model", "n_layers", "d_state", "max_len", "dt_max", "random_std"):
+        for name in ("d_state", "dt_max", "random_std"):
             _check_positive(c, name, getattr(self, name))
         if self.kind in ("s4", "s4d") and self.d_state % 2:
             raise ValueError(f"{c}.d_state must be even for {self.kind} (conjugate pairs), "
                              f"got {self.d_state}")
-        _check_choice(c, "pooling", self.pooling, Pooling.__args__)
-        _check_choice(c, "head", self.head, Head.__args__)
-        _check_choice(c, "norm", self.norm, SSMNorm.__args__)
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"{c}.dropout must be in [0, 1)")
         lr, dt_min = _SSM_DEFAULTS[self.kind]
         if self.init is None:
             object.__setattr__(self, "init", SSM_INITS[self.kind][0])

@@ -132,7 +132,7 @@ def test_config_stores_the_class_path_and_json_round_trips():
     (dict(kwargs={"not valid": 1}), ValueError, "identifier"),
     (dict(kwargs=[1, 2]), TypeError, "LayerConfig.kwargs must be a dict"),
     (dict(d_model=0), ValueError, "LayerConfig.d_model"),
-    (dict(n_layers=2.0), ValueError, "LayerConfig.n_layers"),
+    (dict(n_layers=2.0), TypeError, "LayerConfig.n_layers"),
     (dict(causal=True, bidirectional=True), ValueError, "cannot be causal"),
     (dict(positions="rotary"), ValueError, "LayerConfig.positions"),
     (dict(pooling="sum"), ValueError, "LayerConfig.pooling"),

@@ -236,15 +236,20 @@ def _spt_imports(path: Path) -> set[str]:
 
 
 def test_config_modules_depend_one_way():
-    """spt.config <- spt.ssm_config <- spt.model_config: each imports only the ones before it, with
-    plain imports, and a checkpoint's SSM config round-trips through spt.model_config."""
+    """spt.config_base <- the model config modules <- spt.model_config: the base imports no spt
+    module, each model config module imports the base and never the registry, the registry
+    imports them all (plain imports), and a checkpoint's SSM config round-trips through it."""
     import spt.config
     src = Path(spt.config.__file__).parent
-    config, ssm, registry = (_spt_imports(src / f) for f in
-                             ("config.py", "ssm_config.py", "model_config.py"))
-    assert not config & {"spt.ssm_config", "spt.model_config"}, config
-    assert "spt.config" in ssm and "spt.model_config" not in ssm, ssm
-    assert {"spt.config", "spt.ssm_config"} <= registry, registry
+    configs = ("config.py", "ssm_config.py", "sgconv_config.py", "free_conv_config.py",
+               "mixer_config.py", "layer_config.py")
+    assert not _spt_imports(src / "config_base.py")
+    for name in configs:
+        imports = _spt_imports(src / name)
+        assert "spt.config_base" in imports and "spt.model_config" not in imports, (name, imports)
+        assert not imports & {"spt.ssm_config", "spt.mixer_config"}, (name, imports)
+    registry = _spt_imports(src / "model_config.py")
+    assert {f"spt.{n[:-3]}" for n in configs} <= registry, registry
     assert not hasattr(spt.config, "__getattr__")
     c = SSMConfig(kind="s4d")
     assert model_config_from_dict(model_config_to_dict(c)) == c
