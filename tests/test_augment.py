@@ -9,18 +9,16 @@ import torch
 
 from spt.data import image_ops as ops
 from spt.data.augment import (
-    AUGMENTATIONS,
     CIFAR10_POLICY,
     augment_pathfinder,
-    augmented,
     autoaugment,
-    has_augmentation,
     magnitude,
     shuffle_listops,
     to_intensities,
 )
 from spt.data.digits import TensorSequenceDataset
 from spt.data.listops import END, VOCAB, evaluate, generate_listops, tokenize
+from spt.data.registry import TASKS, augmented, has_augmentation, source_of
 from spt.data.task import N_SPECIAL, TaskSpec
 
 ID_TO_SYMBOL = {i: s for s, i in VOCAB.items() if s != "[SUM"}
@@ -245,7 +243,10 @@ def test_tasks_with_and_without_augmentation():
     assert not has_augmentation(text)
     with pytest.raises(ValueError, match="'text'.*listops") as e:
         augmented([], text, seed=0, epoch=0)
-    assert all(p in str(e.value) for p in AUGMENTATIONS)
+    assert all(n in str(e.value) for n, s in TASKS.items() if s.augmentation)
+    assert source_of(TaskSpec(name="pathx256", seq_len=4, num_classes=2, d_input=1)) is \
+        TASKS["pathx256"]
+    assert source_of(TaskSpec(name="mine", seq_len=4, num_classes=2, d_input=1)) is None
     bad = TensorSequenceDataset(torch.zeros(1, 63, 1), torch.zeros(1, dtype=torch.long))
     with pytest.raises(ValueError, match="63 pixels"):
         augmented(bad, SPECS[1], 0, 0)[0]

@@ -3,21 +3,23 @@ al. 2025 ("On the locality bias and results in the Long Range Arena", arXiv 2501
 baseline trained from scratch. Their code (github pablomiralles22/long-transformers) is the
 source; the paper body was not read.
 
-    from spt.data.augment import has_augmentation, augmented
+    from spt.data.registry import augmented
     train = augmented(task.train, task.spec, seed=cfg.seed, epoch=epoch)   # a fresh view per epoch
 
 Item i of pass `epoch` is augmented with numpy's generator seeded by (seed, epoch, i, SALT), so it
 depends on nothing else (not the batch, the worker or the order): as the masks of
 :class:`spt.train.objectives.MaskedItems`, with a salt so the two draws are independent.
 
-Per task (chosen by the task name's prefix, :data:`AUGMENTATIONS`):
+Which task has which is the task's own fact (its ``augmentation`` in
+:data:`spt.data.registry.TASKS`); this module holds the augmentations:
 
-* ``listops``     : the operands of every operator node in random order (:func:`shuffle_listops`).
-* ``image``, ``scifar``: AutoAugment's CIFAR-10 policy, horizontal flip, random affine
+* ListOps (:func:`listops_items`): the operands of every operator node in random order
+  (:func:`shuffle_listops`).
+* CIFAR (image, scifar): AutoAugment's CIFAR-10 policy, horizontal flip, random affine
   (:func:`augment_cifar`).
-* ``digits*``     : the same without the flip (:func:`augment_digits`).
-* ``pathfinder*``, ``pathx*``: flips both ways, a small random rotation, shift and shrink
-  (:func:`augment_pathfinder`).
+* DIGITS: the same without the flip (:func:`augment_digits`).
+* PATHFINDER (pathfinder, pathx, pathx256): flips both ways, a small random rotation, shift and
+  shrink (:func:`augment_pathfinder`).
 
 Pixels are augmented as intensities in [0, 255] (:func:`to_intensities`) and written back in the
 item's own encoding: token ids, [-1, 1] levels, or standardised values.
@@ -274,7 +276,7 @@ def augment_pathfinder(img: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return random_affine(img, rng, degrees=10.0, translate=0.1, scale=(0.9, 0.9))
 
 
-class _Pixels:
+class Pixels:
     """An image pipeline `fn(img, rng)` as an item augmentation (inputs, spec, rng) -> inputs.
     A class, not a closure, so that DataLoader workers started by "spawn" can unpickle it."""
 
@@ -285,51 +287,27 @@ class _Pixels:
         img, back = to_intensities(inputs, spec)
         return back(self.fn(img, rng))
 
+    def __repr__(self):
+        return f"Pixels({self.fn.__name__})"
 
-def _listops(inputs, spec: TaskSpec, rng: np.random.Generator) -> torch.Tensor:
+
+def listops_items(inputs, spec: TaskSpec, rng: np.random.Generator) -> torch.Tensor:
+    """A ListOps item's token ids with every operator's operands shuffled (:func:`shuffle_listops`)."""
     x = torch.as_tensor(inputs)
     return torch.from_numpy(shuffle_listops(x.numpy(), rng)).to(x.dtype)
 
 
-# Task-name prefix -> augmentation of an item's inputs (inputs, spec, rng) -> inputs.
-AUGMENTATIONS: dict[str, Callable] = {
-    "listops": _listops,
-    "image": _Pixels(augment_cifar),
-    "scifar": _Pixels(augment_cifar),
-    "digits": _Pixels(augment_digits),
-    "pathfinder": _Pixels(augment_pathfinder),
-    "pathx": _Pixels(augment_pathfinder),
-}
-
-
-def _augmentation(spec: TaskSpec):
-    """The AUGMENTATIONS entry whose prefix starts spec.name (the longest), or None."""
-    hits = [p for p in AUGMENTATIONS if spec.name.startswith(p)]
-    return AUGMENTATIONS[max(hits, key=len)] if hits else None
-
-
-def has_augmentation(spec: TaskSpec) -> bool:
-    """Does the task have a label-preserving augmentation?"""
-    return _augmentation(spec) is not None
-
-
-def augmentation_for(spec: TaskSpec):
-    """The task's augmentation (inputs, spec, rng -> inputs); a ValueError naming the tasks that
-    have one when it has none."""
-    fn = _augmentation(spec)
-    if fn is None:
-        raise ValueError(f"task {spec.name!r} has no data augmentation; tasks with one: names "
-                         f"starting with {', '.join(AUGMENTATIONS)}. Train it without "
-                         f"augmentation")
-    return fn
+# The item augmentations (inputs, spec, rng) -> inputs that tasks name in spt.data.registry.TASKS.
+CIFAR = Pixels(augment_cifar)
+DIGITS = Pixels(augment_digits)
+PATHFINDER = Pixels(augment_pathfinder)
 
 
 class AugmentedItems(Dataset):
-    """`dataset` whose item i has its "inputs" augmented with the generator seeded by
-    (seed, epoch, i, SALT); every other key passes through unchanged."""
+    """`dataset` whose item i has its "inputs" augmented by `fn` (inputs, spec, rng -> inputs) with
+    the generator seeded by (seed, epoch, i, SALT); every other key passes through unchanged."""
 
-    def __init__(self, dataset, spec: TaskSpec, seed: int, epoch: int):
-        fn = augmentation_for(spec)
+    def __init__(self, dataset, spec: TaskSpec, fn: Callable, seed: int, epoch: int):
         if seed < 0 or epoch < 0:
             raise ValueError(f"augmentations are drawn from (seed, epoch, index), which must be "
                              f">= 0: got seed={seed}, epoch={epoch}")
@@ -342,9 +320,3 @@ class AugmentedItems(Dataset):
         item = self.dataset[i]
         rng = np.random.default_rng([self.seed, self.epoch, int(i), SALT])
         return {**item, "inputs": self.fn(item["inputs"], self.spec, rng)}
-
-
-def augmented(dataset, spec: TaskSpec, seed: int, epoch: int) -> Dataset:
-    """`dataset` as seen in pass `epoch`: item i augmented, deterministically in (seed, epoch, i).
-    Raises ValueError naming the task when it has no augmentation (:func:`has_augmentation`)."""
-    return AugmentedItems(dataset, spec, seed, epoch)

@@ -46,6 +46,7 @@ import xarray as xr
 
 from ..analysis.range_probe import UNCAPPED, capped, needed_span
 from ..config import ObjectiveConfig, TrainConfig, replace
+from ..data import registry
 from ..paper import ssm_row, transformer_row
 from ..results import format_gain, format_share, paired_gain, share_recovered
 from ..ssm_config import SSMConfig
@@ -298,14 +299,11 @@ def needed_spans(ds: xr.Dataset, share: float = 0.9):
     return pd.DataFrame(rows).set_index("task")
 
 
-# classes of each task this study runs (chance = 100 / classes)
-CLASSES = {"digits": 10, "lagged": LAGGED["symbols"], "listops": 10, "text": 2, "retrieval": 2,
-           "image": 10, "pathfinder": 2, "pathx": 2}
-
-
 def chance_pct(task: str) -> float:
-    """Chance accuracy (%) on one of the study's tasks."""
-    return 100.0 / CLASSES[task]
+    """Chance accuracy (%) on one of the study's tasks: 100 / its classes (the lagged copy's at
+    the study's options)."""
+    classes = LAGGED["symbols"] if task == "lagged" else registry.TASKS[task].classes
+    return 100.0 / classes
 
 
 def chance(ds: xr.Dataset) -> dict:

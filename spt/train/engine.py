@@ -46,7 +46,7 @@ from tqdm.auto import tqdm
 from .. import locks
 from ..compat import cuda_rng_state, pretrained_identity, rank_rng_states
 from ..config import TrainConfig, to_dict
-from ..data.augment import augmentation_for, augmented
+from ..data.registry import augmentation_for, augmented
 from ..same_run import RESUMABLE_FIELDS, differences
 from . import distributed as D
 from .checkpoint import FORMAT, atomic_save, read_checkpoint

@@ -13,7 +13,7 @@ from official_formats import listops_release
 from spt.data import listops as listops_reader
 from spt.data.cli import add_data_commands
 from spt.data.fixtures import FOLDERS, SPEECH_WORDS, write_fixtures
-from spt.data.registry import TASK_DIRS, TASK_NAMES, describe_task, load_task
+from spt.data.registry import TASK_DIRS, TASK_NAMES, TASKS, describe_task, load_task, source_of
 from spt.data.task import EOS_ID
 
 # what the paper runs: (seq_len, longest item at least) per task
@@ -59,6 +59,15 @@ def listops_value(source: str) -> int:
     return value
 
 
+def test_tasks_shipped_with_spt_know_their_classes():
+    from spt.data.digits import digits_task
+    from spt.data.lagged import lagged_task
+    for name, task in (("digits", digits_task(size=8, n_train=20, val_size=10, test_size=10)),
+                       ("lagged", lagged_task(n_train=20, val_size=10, test_size=10))):
+        assert source_of(task.spec) is TASKS[name]
+        assert task.spec.num_classes == TASKS[name].classes
+
+
 def test_folders_are_the_task_dirs():
     assert FOLDERS == TASK_DIRS and set(FOLDERS) == set(TASK_NAMES)
 
@@ -71,6 +80,8 @@ def test_every_task_reads_back_at_the_paper_length(tmp_path, name):
     targets = ("HR", "RR", "SpO2") if name == "bidmc" else (None,)
     for target in targets:
         task = load_task(name, tmp_path, **({"target": target} if target else {}))
+        assert source_of(task.spec) is TASKS[name]  # its registry facts are found from its spec
+        assert task.spec.num_classes == TASKS[name].classes
         parts = splits(task)
         assert all(len(ds) > 0 for ds in parts.values()), task
         if name == "retrieval":

@@ -16,8 +16,9 @@ change each, and the option that adds them beside the scratch arms of any study.
                                lacks: does S4 gain from them as much as the free kernel?)
                   "free_conv+techniques"  the free kernel trained with them, as they train it
 
-The techniques are per task (:data:`TECHNIQUES`, from the authors' code; the paper's own values
-could not be read): the task's label-preserving augmentation (``TrainConfig.augment``,
+The techniques are per task, each task's own fact (``techniques`` in
+:data:`spt.data.registry.TASKS`, gathered in :data:`TECHNIQUES`; from the authors' code, the
+paper's own values could not be read): the task's label-preserving augmentation (``TrainConfig.augment``,
 :mod:`spt.data.augment`), easier Pathfinder images added to training (the loader's
 ``extra_train`` option, :data:`spt.data.pathfinder.EASIER`), and a denoising loss trained beside
 the labels (``TrainConfig.aux_denoise``, :mod:`spt.train.joint`). They change the supervised stage
@@ -36,7 +37,7 @@ from typing import Callable, Optional
 import xarray as xr
 
 from ...config import TransformerConfig, replace
-from ...data.pathfinder import EASIER
+from ...data.registry import TASKS
 from ...free_conv_config import FreeConvConfig
 from ...ssm_config import SSMConfig
 from .arms import Arm, TaskRef
@@ -84,18 +85,8 @@ def tdi(cfg: SSMConfig) -> SSMConfig:
 
 
 # task (TaskRef.name) -> (TrainConfig changes, TaskRef options): Miralles-Gonzalez et al.'s
-# techniques as the authors' code (github pablomiralles22/long-transformers) applies them: ListOps
-# operand shuffles; CIFAR AutoAugment, flips and affine moves; Pathfinder flips, turns and easier
-# images; the denoising loss beside the labels on Text and Retrieval (both documents). The laptop
-# digits get the image augmentation and the joint loss both, so the laptop preset runs each
-# technique.
-TECHNIQUES = {"listops": ({"augment": True}, ()),
-              "image": ({"augment": True}, ()),
-              "pathfinder": ({"augment": True}, (("extra_train", EASIER),)),
-              "pathx": ({"augment": True}, (("extra_train", EASIER),)),
-              "text": ({"aux_denoise": 1.0}, ()),
-              "retrieval": ({"aux_denoise": 1.0}, ()),
-              "digits": ({"augment": True, "aux_denoise": 1.0}, ())}
+# techniques, the tasks' own facts (spt.data.registry.TASKS, `techniques`).
+TECHNIQUES = {name: source.techniques for name, source in TASKS.items() if source.techniques}
 
 
 @dataclass(frozen=True)
@@ -141,7 +132,8 @@ def with_techniques(arm: Arm, task: str) -> Arm:
     :func:`technique_ref` adds the data options)."""
     if task not in TECHNIQUES:
         raise ValueError(f"no data-efficiency techniques are set for task {task!r}; tasks with "
-                         f"them: {', '.join(TECHNIQUES)} (spt.studies.machinery.baselines.TECHNIQUES)")
+                         f"them: {', '.join(TECHNIQUES)} (each task's `techniques` in "
+                         f"spt.data.registry.TASKS)")
     return dataclasses.replace(arm, train=replace(arm.train, **TECHNIQUES[task][0]))
 
 
