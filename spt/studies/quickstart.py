@@ -22,7 +22,7 @@ from ..model_config import model_config_to_dict
 from .machinery.cells import run_folder
 from .machinery.digits_setup import INITS, LAPTOP, Setup  # noqa: F401  (the study's names)
 from .machinery.job import Entry, GridPreset
-from .machinery.study import Study
+from .machinery.study import SettingsPresets, Study
 from .machinery.yours import layer_from_spec
 
 NAME = "00_quickstart"
@@ -304,6 +304,6 @@ def headline(ds: xr.Dataset) -> str:
 
 
 STUDY = Study(NAME, "The quickstart: SPT vs. scratch on 100 digits as pixel tokens, six seeds",
-              ("init", "seed"), PRESETS, summary_table, takes_models=True, preset_from=preset_of,
-              notebook_preset=notebook_parameters, finish=spt_pretraining_only,
+              ("init", "seed"), PRESETS, summary_table, takes_models=True,
+              settings=SettingsPresets(preset_of, notebook_parameters), finish=spt_pretraining_only,
               no_paper=NO_PAPER_PRESET, headline=headline)

@@ -78,17 +78,17 @@ def executed_path(out_dir: Path, stem: str) -> Path:
 def preset_parameters(nb: Path, preset: str) -> dict:
     """The notebook parameters that run preset `preset`: {"preset": preset}, or the preset's
     settings for a notebook that has them as parameters (the quickstart:
-    :attr:`Study.notebook_preset`)."""
+    :attr:`Study.settings`)."""
     if "preset" in notebook_parameters(nb):
         return {"preset": preset}
     from .study import notebook_study
     study = notebook_study(nb)
-    if study is None or study.notebook_preset is None:
+    if study is None or study.settings is None:
         from .parameters import ParameterError
         raise ParameterError(f"{nb.name} has no presets (no parameter 'preset'): set its "
                              f"parameters with -p NAME VALUE (`papermill --help-notebook {nb}`)")
     try:
-        return study.notebook_preset(preset)
+        return study.settings.parameters(preset)
     except ValueError as e:
         from .parameters import ParameterError
         raise ParameterError(f"{nb.name}: {e}") from None

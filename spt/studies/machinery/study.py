@@ -97,6 +97,20 @@ def preset_cells(p: GridPreset, *, seeds: Optional[Sequence[int]] = None, device
 
 
 @dataclass(frozen=True)
+class SettingsPresets:
+    """A study whose presets are settings objects, and whose notebook takes those settings as its
+    parameters rather than a preset name (the quickstart's :class:`Setup`).
+
+    preset_of  : fn(settings object) -> GridPreset (``study.preset(Setup(n_train=50))``).
+    parameters : fn(preset name) -> the notebook's parameters that run that preset (what
+                 ``spt study run NAME --preset P`` passes it); a ValueError for an unknown name.
+    """
+
+    preset_of: Callable
+    parameters: Callable
+
+
+@dataclass(frozen=True)
 class Study:
     """One study of the paper (one notebook): its name, title, grid dims and presets.
 
@@ -110,10 +124,9 @@ class Study:
     takes_baselines : whether cheap-prior baselines (``baselines=``) can run beside its scratch
                arms (:func:`spt.studies.machinery.baselines.with_baselines`).
     models_like : the preset's model whose arms yours copy ("": its first model).
-    preset_from : fn(obj) -> GridPreset for presets given as objects (the quickstart's Setup).
-    notebook_preset : for a notebook whose parameters are a preset's settings rather than a
-               `preset` name (the quickstart's): fn(preset name) -> those parameters, what
-               ``spt study run NAME --preset P`` passes it. None: the notebook takes `preset`.
+    settings : for a study whose presets are settings objects and whose notebook takes their
+               fields (the quickstart's): how to read them (:class:`SettingsPresets`). None: its
+               presets are names and GridPresets, and its notebook takes `preset`.
     finish   : fn(Dataset) -> Dataset applied to the combined results (None: as they are).
     no_paper : for a study without a paper preset, where the paper's settings are run instead
                (what ``deviations("paper")`` says).
@@ -131,8 +144,7 @@ class Study:
     takes_models: bool = False
     takes_baselines: bool = False
     models_like: str = ""
-    preset_from: Optional[Callable] = None
-    notebook_preset: Optional[Callable] = None
+    settings: Optional[SettingsPresets] = None
     finish: Optional[Callable] = None
     no_paper: str = ""
     headline: Optional[Callable] = None
@@ -163,8 +175,8 @@ class Study:
             p = self.presets[preset](data_root)
         elif isinstance(preset, GridPreset):
             p = preset
-        elif self.preset_from is not None:
-            p = self.preset_from(preset)
+        elif self.settings is not None:
+            p = self.settings.preset_of(preset)
         else:
             raise TypeError(f"study {self.name}: a preset is a name ({', '.join(self.presets)}) "
                             f"or a GridPreset, got {type(preset).__name__}")
