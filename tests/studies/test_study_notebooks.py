@@ -53,6 +53,23 @@ def test_every_notebook_cell_has_an_id():
         assert all(ids) and len(set(ids)) == len(ids), f"{path.name}: cells without a unique id"
 
 
+def test_notebooks_define_nothing():
+    """A notebook calls spt and plots: no function, class or lambda of its own in a code cell
+    (what a notebook needs belongs in spt, where it is tested). Lines of shell and magics are
+    left out of the parse."""
+    import ast
+    import json
+    for path in sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("*.ipynb")):
+        for i, cell in enumerate(json.loads(path.read_text())["cells"]):
+            if cell["cell_type"] != "code":
+                continue
+            lines = "".join(cell["source"]).splitlines()
+            tree = ast.parse("\n".join(x for x in lines if not x.lstrip().startswith(("%", "!"))))
+            defined = [type(n).__name__ for n in ast.walk(tree) if isinstance(
+                n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda))]
+            assert not defined, f"{path.name}, cell {i}: defines {defined}; move it into spt"
+
+
 def _finite_metric(ds: xr.Dataset) -> xr.DataArray:
     metrics = [ds[m] for m in ("test_accuracy", "test_r2") if m in ds]
     return xr.concat(metrics, "m").max("m") if len(metrics) > 1 else metrics[0]
