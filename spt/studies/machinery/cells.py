@@ -193,68 +193,17 @@ def run_cells(study: str, cells: Sequence[Cell], out_dir, *, workers: int = 1,
     study = str(study)
     _not_in_a_spawned_import(study)
     workers = auto_workers(workers)
-    if not cells:
-        raise ValueError(f"study {study}: no cells to run (check the preset's tasks / seeds)")
-    dims = list(cells[0].coords)
-    keys = [c.key for c in cells]
-    for c in cells:
-        if list(c.coords) != dims:
-            raise ValueError(f"study {study}: cell {c.key} has dims {list(c.coords)}, others {dims}")
-    if len(set(keys)) != len(keys):
-        raise ValueError(f"study {study}: two cells have the same coordinates")
+    dims = _grid_dims(study, cells)
     out_dir = Path(out_dir)
-    done: dict = {}
-
-    def unfinished(cs):
-        left = []
-        for c in cs:
-            ds = existing_result(cell_file(out_dir, study, c), c)
-            if ds is None:
-                left.append(c)
-            else:
-                done[c.key] = ds
-        return left
-
-    pending = unfinished(cells)
-    n_todo = len(pending)
+    done: dict = {}  # cell key -> its result
+    pending = _unfinished(cells, out_dir, study, done)
     if pending:  # a read-only or full folder fails here, before any work (reading needs neither)
         writable_dir(out_dir / study)
-    log(f"{study}: {len(cells)} cells, {len(done)} already done, {n_todo} to run "
+    log(f"{study}: {len(cells)} cells, {len(done)} already done, {len(pending)} to run "
         f"(results in {out_dir / study})")
-    run_root = out_dir / study / "runs"
-    slots = _Processes(study, workers) if workers > 1 and n_todo > 1 else _InProcess(study)
-    finished, waiting_for = 0, None
+    slots = _Processes(study, workers) if workers > 1 and len(pending) > 1 else _InProcess(study)
     try:
-        while pending or slots.running:
-            for c in list(pending):  # claim cells as there is room to start them
-                if slots.full():
-                    break
-                path = cell_file(out_dir, study, c)
-                if not try_claim(path):
-                    continue
-                if path.exists():  # finished by another run just before its claim was released
-                    release(path)
-                    continue
-                pending.remove(c)
-                slots.start(c, path, run_root / c.key)
-            if pending and not slots.running:  # another run holds every cell left
-                held = [c.key for c in pending]
-                if held != waiting_for:
-                    who = "\n".join(f"    {holder(cell_file(out_dir, study, c))}"
-                                    for c in pending[:3])
-                    log(f"  waiting for {len(pending)} cell(s) another run is computing:\n{who}"
-                        + (f"\n    ... and {len(pending) - 3} more" if len(pending) > 3 else ""))
-                    waiting_for = held
-                time.sleep(WAIT_POLL)
-            for c, secs in slots.collect(timeout=WAIT_POLL):
-                finished += 1
-                ds = read_result(cell_file(out_dir, study, c))
-                done[c.key] = ds
-                log(f"  done {finished}/{n_todo}: {c.key}: {_headline(ds)} ({secs:.0f} s)")
-            pending = unfinished([c for c in pending if c.key not in done])
-        if finished < n_todo:
-            log(f"  the other {n_todo - finished} of the {n_todo} cells were computed by another "
-                f"run into {out_dir / study}: all {len(cells)} cells are done")
+        _run_pending(study, pending, out_dir, slots, done, log)
     except KeyboardInterrupt:
         log(f"{study}: interrupted with {len(done)} of {len(cells)} cells done (kept in "
             f"{out_dir / study}); rerun the same command to resume the others from their last "
@@ -263,6 +212,77 @@ def run_cells(study: str, cells: Sequence[Cell], out_dir, *, workers: int = 1,
     finally:
         slots.stop()
     return combine([done[c.key] for c in cells], dims)
+
+
+def _grid_dims(study: str, cells: Sequence[Cell]) -> list:
+    """The dims every cell has, in order; an error for no cells, other dims or a repeated cell."""
+    if not cells:
+        raise ValueError(f"study {study}: no cells to run (check the preset's tasks / seeds)")
+    dims = list(cells[0].coords)
+    for c in cells:
+        if list(c.coords) != dims:
+            raise ValueError(f"study {study}: cell {c.key} has dims {list(c.coords)}, others {dims}")
+    keys = [c.key for c in cells]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"study {study}: two cells have the same coordinates")
+    return dims
+
+
+def _unfinished(cells, out_dir: Path, study: str, done: dict) -> list:
+    """The cells without a result file; the results of the others go into `done`."""
+    left = []
+    for c in cells:
+        ds = existing_result(cell_file(out_dir, study, c), c)
+        if ds is None:
+            left.append(c)
+        else:
+            done[c.key] = ds
+    return left
+
+
+def _run_pending(study: str, pending: list, out_dir: Path, slots, done: dict, log) -> None:
+    """Claim and run the pending cells as slots free up, until every one has a result (here or
+    from another run into the same folder); one line per cell finished here."""
+    n_todo, n_cells, finished, waiting_for = len(pending), len(pending) + len(done), 0, None
+    while pending or slots.running:
+        _start_claimed(study, pending, out_dir, slots)
+        if pending and not slots.running:  # another run holds every cell left
+            held = [c.key for c in pending]
+            if held != waiting_for:
+                log(_waiting_line(study, pending, out_dir))
+                waiting_for = held
+            time.sleep(WAIT_POLL)
+        for c, secs in slots.collect(timeout=WAIT_POLL):
+            finished += 1
+            ds = read_result(cell_file(out_dir, study, c))
+            done[c.key] = ds
+            log(f"  done {finished}/{n_todo}: {c.key}: {_headline(ds)} ({secs:.0f} s)")
+        pending[:] = _unfinished([c for c in pending if c.key not in done], out_dir, study, done)
+    if finished < n_todo:
+        log(f"  the other {n_todo - finished} of the {n_todo} cells were computed by another "
+            f"run into {out_dir / study}: all {n_cells} cells are done")
+
+
+def _start_claimed(study: str, pending: list, out_dir: Path, slots) -> None:
+    """Start the pending cells this run can claim, while a slot is free (removed from
+    `pending`); a cell another run holds or has just finished is left to it."""
+    for c in list(pending):
+        if slots.full():
+            break
+        path = cell_file(out_dir, study, c)
+        if not try_claim(path):
+            continue
+        if path.exists():  # finished by another run just before its claim was released
+            release(path)
+            continue
+        pending.remove(c)
+        slots.start(c, path, out_dir / study / "runs" / c.key)
+
+
+def _waiting_line(study: str, pending: list, out_dir: Path) -> str:
+    who = "\n".join(f"    {holder(cell_file(out_dir, study, c))}" for c in pending[:3])
+    return (f"  waiting for {len(pending)} cell(s) another run is computing:\n{who}"
+            + (f"\n    ... and {len(pending) - 3} more" if len(pending) > 3 else ""))
 
 
 class _InProcess:
