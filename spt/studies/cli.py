@@ -321,6 +321,22 @@ def add_study_commands(subparsers) -> argparse.ArgumentParser:
     q = sub.add_parser("list", parents=[common], help="the studies, one line each")
     q.set_defaults(func=_guard(cmd_list))
 
+    _add_run(sub, common)
+    _add_check(sub)
+    _add_plan(sub)
+    _add_batch(sub, common)
+    return p
+
+
+def _add_grid_arguments(q, preset_help: str, param_help: str) -> None:
+    """The study names, --preset and -p of `spt study check` and `spt study plan`."""
+    q.add_argument("name", nargs="+", help="study name(s) (see `spt study list`), or all")
+    q.add_argument("--preset", default="paper", help=preset_help)
+    q.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
+                   help=param_help)
+
+
+def _add_run(sub, common) -> None:
     q = sub.add_parser("run", parents=[common], help="run one study notebook",
                        description="Execute a study notebook with papermill (kernel python3). The "
                        "executed notebook is saved as OUT/NAME.ipynb, the results under OUT/NAME/. "
@@ -340,6 +356,8 @@ def add_study_commands(subparsers) -> argparse.ArgumentParser:
                    "(by default each finished cell prints a line: its metric and time)")
     q.set_defaults(func=_guard(cmd_run))
 
+
+def _add_check(sub) -> None:
     from .machinery.check import STEPS_IN_WORDS
     q = sub.add_parser("check", help="dry-run every cell of a preset at its real shapes",
                        description="Build every cell of the study's preset at the task's real "
@@ -349,10 +367,8 @@ def add_study_commands(subparsers) -> argparse.ArgumentParser:
                        "the cost estimate. One line per cell: parameters, length, stage times, peak "
                        "memory, estimated hours, pass or the error. Exit 1 if any cell fails. "
                        "Without real data: `spt data fixtures DIR` writes tiny full-length ones.")
-    q.add_argument("name", nargs="+", help="study name(s) (see `spt study list`), or all")
-    q.add_argument("--preset", default="paper", help="preset to check (default paper)")
-    q.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
-                   help="data_root DIR: the data root of the paper preset")
+    _add_grid_arguments(q, "preset to check (default paper)",
+                        "data_root DIR: the data root of the paper preset")
     q.add_argument("--batch", default=None, help="batch size of every stage's steps, or 'stage': "
                    "each stage's own batch (halved, with twice the accumulation, where it runs out "
                    "of memory); default: 'stage' on CUDA, 2 elsewhere")
@@ -367,6 +383,8 @@ def add_study_commands(subparsers) -> argparse.ArgumentParser:
     q.add_argument("--csv", default=None, help="also write the table to this CSV file")
     q.set_defaults(func=_guard(cmd_check))
 
+
+def _add_plan(sub) -> None:
     q = sub.add_parser("plan", help="what every stage of every cell will do, before it trains",
                        description="For every cell and stage of a study's preset: examples, steps "
                        "per epoch, the step cap, warmup, the lr schedule's shape (lr at 0/10/50/100% "
@@ -374,15 +392,15 @@ def add_study_commands(subparsers) -> argparse.ArgumentParser:
                        "work as intended (a warmup that outlasts the run, an empty split) and "
                        "exits 1 on a flag unless --allow-flags. Without "
                        "-p data_root a paper preset is sized by the paper's split sizes.")
-    q.add_argument("name", nargs="+", help="study name(s) (see `spt study list`), or all")
-    q.add_argument("--preset", default="paper", help="preset to plan (default paper)")
-    q.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
-                   help="data_root DIR: size the runs by the data there")
+    _add_grid_arguments(q, "preset to plan (default paper)",
+                        "data_root DIR: size the runs by the data there")
     q.add_argument("--tasks", nargs="*", default=None, help="plan only these tasks")
     q.add_argument("--allow-flags", action="store_true", help="exit 0 even when a stage is flagged")
     q.add_argument("--csv", default=None, help="also write the plan to this CSV file")
     q.set_defaults(func=_guard(cmd_plan))
 
+
+def _add_batch(sub, common) -> None:
     q = sub.add_parser("batch", parents=[common], help="run a grid of parameter settings",
                        description="Expand a grid file into one papermill run per grid point under "
                        "OUT/<run>/; skip runs already DONE; record failures and go on. Split the "
@@ -405,7 +423,6 @@ def add_study_commands(subparsers) -> argparse.ArgumentParser:
                    help="with --slurm: run the array through submitit's local executor on this "
                    "machine (same tasks, signals and requeues; to try a batch before submitting)")
     q.set_defaults(func=_guard(cmd_batch))
-    return p
 
 
 def add_notebook_commands(subparsers) -> argparse.ArgumentParser:
