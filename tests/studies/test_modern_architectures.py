@@ -50,8 +50,8 @@ def test_every_mixer_is_at_its_authors_shape_on_every_task(paper):
     expand 2, d_conv 4), mamba_ssm/modules/mamba2.py (d_state 128, headdim 64),
     mamba_ssm/models/config_mamba.py (rms_norm), fla/layers/gated_deltanet.py (head_dim 256,
     conv_bias False, expand_v 2), fla/models/gla/configuration_gla.py (4 heads, expand_k 0.5,
-    expand_v 1, hidden_ratio 4), fla/modules/mlp.py (rounded to 256); the LRU paper's ring and
-    state size per task (LRU_TASKS) and minimal-LRU's lr_factor 0.5."""
+    expand_v 1, hidden_ratio 4), fla/modules/mlp.py (rounded to 256); the LRU's ring and
+    state size per task as its port sets them (LRU_TASKS) and minimal-LRU's lr_factor 0.5."""
     from spt.mixer_config import gated_deltanet_heads, mlp_width
     from spt.studies.machinery.mixer_authors import LRU_TASKS
     for task in m13.TASKS:
@@ -67,7 +67,7 @@ def test_every_mixer_is_at_its_authors_shape_on_every_task(paper):
         ring = LRU_TASKS[task]
         assert (lru.r_min, lru.r_max, lru.max_phase, lru.d_state) == tuple(ring)
         assert lru.recurrent_lr_scale == 0.5 and lru.mlp_expand == 0
-    # the LRU paper's PathX ring and phase (its hardest task), and its ListOps ring
+    # the port's PathX ring and phase (the hardest task), and its ListOps ring
     assert tuple(LRU_TASKS["pathx"])[:2] == (0.999, 0.9999)
     assert abs(LRU_TASKS["pathx"].max_phase - 3.14159 / 10) < 1e-4
     assert tuple(LRU_TASKS["listops"])[:2] == (0.0, 0.9)
@@ -85,8 +85,11 @@ def test_deviations_name_every_remaining_difference_from_the_authors(paper):
     assert printed and printed <= set(readings)
     # what remains at the paper preset: nothing else
     inits = {ma.INIT[f].format(name=n) for n, f in ma._NAMES.values()}
+    lr_factors = {ma.LRU_LR_FACTOR.format(ours="0.5x", task=t, theirs=f"{f:g}")
+                  for t, f in ma.LRU_PORT_LR_FACTOR.items() if t in m13.TASKS and f != 0.5}
+    assert len(lr_factors) == 4  # text 0.1, image, pathfinder and pathx 0.25
     assert printed == {ma.BIDIRECTIONAL, ma.GDN_KEY_WIDTH, ma.LRU_BATCHNORM, ma.LRU_FINAL_NORM,
-                       ma.LRU_DROPOUT} | inits
+                       ma.LRU_DROPOUT} | inits | lr_factors
     assert "init=causal" not in readings[ma.BIDIRECTIONAL]
     assert "model=gated_deltanet" in readings[ma.GDN_KEY_WIDTH]
     assert "mamba2 on listops" in " ".join(readings)

@@ -46,8 +46,8 @@ from ...mixer_config import (
 
 
 class LRUTask(NamedTuple):
-    """The LRU paper's settings of one LRA task: |lambda| uniform on [r_min, r_max], phase in
-    [0, max_phase], d_state complex modes."""
+    """The LRU's settings of one LRA task (as its port sets them, LRU_TASKS): |lambda| uniform on
+    [r_min, r_max], phase in [0, max_phase], d_state complex modes."""
 
     r_min: float
     r_max: float
@@ -73,6 +73,12 @@ LRU_TASKS = {
     "pathfinder": LRUTask(0.9, 0.999, 2 * math.pi, 256),
     "pathx": LRUTask(0.999, 0.9999, math.pi / 10, 256),
 }
+# the same port's lr_factor per task: the recurrent parameters' lr over the run's
+LRU_PORT_LR_FACTOR = {"listops": 0.5, "text": 0.1, "retrieval": 0.5, "image": 0.25,
+                      "pathfinder": 0.25, "pathx": 0.25}
+LRU_LR_FACTOR = ("LRU: recurrent parameters (nu, theta, gamma, B) at {ours} the lr on {task}, where "
+                 "the LRU's port (jhuang265/s4) uses {theirs}x; spt keeps minimal-LRU's one value, "
+                 "0.5x on every task, until the LRU paper's own are read")
 
 # {config class: (the authors' code, {field: their value})}: the fields a plain comparison covers
 AUTHORS = {
@@ -174,6 +180,11 @@ def _lru(model, task: str) -> list[str]:
         ours = LRUTask(model.r_min, model.r_max, model.max_phase, model.d_state or model.d_model)
         for field, value in paper._asdict().items():
             if not math.isclose(getattr(ours, field), value, rel_tol=1e-9):
-                out.append(f"LRU: {field} {getattr(ours, field):g} where the LRU paper's {task} "
-                           f"runs use {value:g}")
+                out.append(f"LRU: {field} {getattr(ours, field):g} where the LRU's {task} runs "
+                           f"use {value:g} (its port, LRU_TASKS)")
+    theirs = LRU_PORT_LR_FACTOR.get(task)
+    scale = model.recurrent_lr_scale
+    if theirs is not None and scale != theirs:
+        ours = "1x (the run's lr, B decayed)" if scale is None else f"{scale:g}x"
+        out.append(LRU_LR_FACTOR.format(ours=ours, task=task, theirs=f"{theirs:g}"))
     return out
