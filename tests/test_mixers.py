@@ -129,3 +129,24 @@ def test_blocks_use_the_authors_norm():
     assert isinstance(MixerStack(CONFIGS[IDS.index("lru")]).blocks[0].mix.norm, torch.nn.LayerNorm)
     with pytest.raises(ValueError, match="block_norm"):
         replace(CONFIGS[0], block_norm="batch")
+
+
+def test_each_mixer_layers_defaults_are_its_configs():
+    """A mixer layer built by hand (``Mamba(d_model)``) has the shape its config builds by
+    default: every constructor default equals the config field's default (they are written twice,
+    as mamba-ssm writes its layer and config defaults; this keeps them from drifting)."""
+    import dataclasses
+    import importlib
+    import inspect
+
+    from spt.mixer_config import MIXER_CONFIGS
+    for cls in MIXER_CONFIGS:
+        module, name = cls.mixer.split(":")
+        layer = getattr(importlib.import_module(module), name)
+        fields = {f.name: f.default for f in dataclasses.fields(cls)}
+        params = inspect.signature(layer.__init__).parameters
+        own = [p for p in params.values() if p.name not in ("self", "d_model", "causal")]
+        assert own, cls.__name__
+        for p in own:
+            assert p.name in fields, (cls.__name__, p.name)
+            assert p.default == fields[p.name], (cls.__name__, p.name, p.default, fields[p.name])
