@@ -16,6 +16,7 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass
 
+from .baselines import PRIORS
 from .study import Study
 
 # what each preset is, in the words a parameter's help and `spt study run --help` use; how long
@@ -89,9 +90,9 @@ def parameters(study: Study) -> list:
                             '{name: "module:Class"} or {name: {layer, kwargs, bidirectional}}: '
                             f"each gets the protocol of {like}, sized like it"),
         "baselines": Parameter("baselines", "list", "[]", 'cheap priors trained from scratch '
-                               'beside each scratch arm, under init "scratch+<prior>": alibi '
-                               '(Transformers), tdi or free_conv (S4; study 14); empty: the '
-                               "preset's arms only"),
+                               'beside each scratch arm, under init "scratch+<prior>": '
+                               f"{_priors_in_words()}, as study 14 runs them; empty: the preset's arms "
+                               "only"),
     }
     missing = set(run_arguments()) - set(table)
     if missing:
@@ -110,3 +111,10 @@ def _example_tasks(study: Study) -> list:
     preset = "paper" if "paper" in study.presets else "smoke"
     p = study.preset(preset, "DATA")
     return list(dict.fromkeys(str(dict(e.coords).get("task")) for e in p.entries))
+
+
+def _priors_in_words() -> str:
+    """Every cheap prior by the family it applies to: "alibi, ... (Transformers); ... (S4)"."""
+    names = {"transformer": "Transformers", "s4": "S4"}
+    return "; ".join(f"{', '.join(priors)} ({names.get(family, family)})"
+                     for family, priors in PRIORS.items())
