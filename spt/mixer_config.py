@@ -32,7 +32,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar, Optional
 
-from .config_base import ModelConfigBase, TablePositions, _check_bool, _check_choice
+from .config_base import ModelConfigBase, TablePositions, _check_bool, _check_choice, _check_positive
 
 _NORMS = ("layer", "rms")
 
@@ -134,10 +134,7 @@ class MixerConfig(ModelConfigBase):
 
 def _positive(cfg, *names, allow_zero=False):
     for name in names:
-        v = getattr(cfg, name)
-        if v < 0 or (v == 0 and not allow_zero):
-            raise ValueError(f"{type(cfg).__name__}.{name} must be {'>= 0' if allow_zero else '> 0'}"
-                             f", got {v!r}")
+        _check_positive(type(cfg).__name__, name, getattr(cfg, name), allow_zero)
 
 
 def _dt_range(cfg):

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
-from .config_base import ConvBlockConfig
+from .config_base import ConvBlockConfig, _check_positive
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,8 +39,7 @@ class SGConvConfig(ConvBlockConfig):
     def check(self):
         c = "SGConvConfig"
         for name in ("kernel_dim", "lr"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{c}.{name} must be > 0, got {getattr(self, name)!r}")
+            _check_positive(c, name, getattr(self, name))
         if not 0.0 < self.alpha <= 1.0:
             raise ValueError(f"{c}.alpha must be in (0, 1] (the decay of each larger scale; the "
                              f"paper uses 0.5), got {self.alpha!r}")

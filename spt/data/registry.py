@@ -173,12 +173,13 @@ def has_augmentation(spec: TaskSpec) -> bool:
 def augmentation_for(spec: TaskSpec) -> Callable:
     """The task's augmentation (inputs, spec, rng -> inputs); a ValueError naming the tasks that
     have one when it has none."""
-    if not has_augmentation(spec):
+    source = source_of(spec)
+    if source is None or source.augmentation is None:
         have = [name for name, s in TASKS.items() if s.augmentation is not None]
         raise ValueError(f"task {spec.name!r} has no data augmentation; tasks with one: "
                          f"{', '.join(have)} (spt.data.registry.TASKS). Train it without "
                          f"augmentation")
-    return source_of(spec).augmentation
+    return source.augmentation
 
 
 def augmented(dataset, spec: TaskSpec, seed: int, epoch: int) -> Dataset:
