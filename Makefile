@@ -42,9 +42,12 @@ STUDIES ?=
 laptop-results: install
 	$(PY) -m spt.studies.laptop_results --out $(RESULTS) $(if $(STUDIES),--studies $(STUDIES))
 
+# the suite in one pytest-xdist worker per core (TEST_WORKERS=0: in this process); the tests
+# marked `serial` run one at a time on one of them (tests/conftest.py)
+TEST_WORKERS ?= auto
 test: install
 	$(VENV)/bin/ruff check spt tests bench tools
-	$(PY) -m pytest -q -m "not long" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m "not long" -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # the end-to-end checks of a minute or more that make test leaves out (marked `long`): a SLURM
 # array task pre-empted and requeued (submitit's local cluster, two notebook runs at once)

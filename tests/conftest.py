@@ -18,7 +18,25 @@ os.environ.setdefault("TQDM_DISABLE", "1")
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-torch.set_num_threads(min(2, torch.get_num_threads()))
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # `make test` runs the suite in one pytest-xdist worker per core: one torch thread each (and
+    # for the processes a test starts), so that two workers do not fight over two cores
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
+else:
+    torch.set_num_threads(min(2, torch.get_num_threads()))
+
+
+def pytest_configure(config):
+    # pytest 9.2 drops the group suffix pytest-xdist 3.8 gives a test's id, and loadgroup then runs
+    # grouped tests side by side (pytest-dev/pytest-xdist#1386)
+    if config.getoption("dist", "no") == "loadgroup" and pytest.version_tuple[:2] >= (9, 2):
+        import xdist
+        if tuple(int(x) for x in xdist.__version__.split(".")[:3]) <= (3, 8, 0):
+            raise pytest.UsageError(
+                f"pytest {pytest.__version__} with pytest-xdist {xdist.__version__} ignores "
+                f"--dist loadgroup (pytest-dev/pytest-xdist#1386): the serial tests would run side "
+                f"by side; install pyproject.toml's dev extra (pytest<9.2)")
 
 
 def pytest_addoption(parser):
@@ -26,7 +44,24 @@ def pytest_addoption(parser):
                      help="run the real-browser tests (needs /usr/bin/chromium + playwright)")
 
 
+def pytest_itemcollected(item):
+    # the tests that use the machine beyond one core (they start processes or workers of their
+    # own, send signals, open ports or time themselves) form one xdist group: one worker runs them
+    # one after another, never two at once (``--dist loadgroup``, what `make test` passes). Marked
+    # as each test is collected: pytest-xdist reads the groups in its collection_modifyitems.
+    if item.get_closest_marker("serial") is not None:
+        item.add_marker(pytest.mark.xdist_group("serial"))
+
+
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
+    if getattr(config.option, "loadgroup", False):  # an xdist worker of --dist loadgroup:
+        # did the group take?
+        ungrouped = [i.nodeid for i in items if i.get_closest_marker("xdist_group") is not None
+                     and "@" not in i.nodeid.rsplit("]", 1)[-1]]
+        if ungrouped:  # stops the run (pytest-xdist shows it as an internal error)
+            raise pytest.UsageError(f"pytest-xdist did not group {ungrouped[0]}: the serial "
+                                    f"tests would run side by side")
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU")

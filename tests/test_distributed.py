@@ -20,6 +20,8 @@ from spt.config import ObjectiveConfig, TrainConfig, TransformerConfig
 from spt.data import digits_task
 from spt.train import distributed as D
 
+pytestmark = pytest.mark.serial  # torchrun with two ranks on a port of its own
+
 HERE = Path(__file__).resolve()
 # no dropout: rank 1 draws its own dropout masks, so only a dropout-free model is bitwise comparable
 MODEL = TransformerConfig(d_model=16, n_layers=1, n_heads=2, d_ff=32, dropout=0.0, max_len=64)

@@ -19,6 +19,8 @@ from torch.utils.data import Dataset
 from spt.config import ObjectiveConfig, TrainConfig, TransformerConfig
 from spt.data.task import N_SPECIAL, Task, TaskSpec
 
+pytestmark = pytest.mark.serial  # torchrun with two ranks on a port of its own
+
 HERE = Path(__file__).resolve()
 MODEL = TransformerConfig(d_model=16, n_layers=1, n_heads=2, d_ff=32, dropout=0.0, max_len=48)
 OBJECTIVE = ObjectiveConfig("masked", 0.3, "ce")

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.serial  # the report's sections in processes under a time guard
+
 ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("gpu_report", ROOT / "bench" / "gpu_report.py")
 gpu_report = importlib.util.module_from_spec(spec)

@@ -16,6 +16,8 @@ import xarray as xr
 from spt import locks
 from spt.studies.machinery.cells import Cell, run_cells
 
+pytestmark = pytest.mark.serial  # processes whose pids the locks name
+
 
 @pytest.fixture
 def sleeper():

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads process states in /proc")
+pytestmark = [pytest.mark.skipif(sys.platform != "linux", reason="reads process states in /proc"),
+              pytest.mark.serial]  # worker processes, killed and interrupted
 
 SLOW_CELL = '''
 import os, time

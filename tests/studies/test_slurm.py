@@ -19,6 +19,8 @@ from spt.studies.machinery.slurm import (
     submit_batch,
 )
 
+pytestmark = pytest.mark.serial  # submitit's local cluster and SLURM's signals
+
 submitit = pytest.importorskip("submitit")
 
 STUDY = "03_explicit_priors"

@@ -59,6 +59,7 @@ def test_cells_must_share_dims_and_be_distinct(tmp_path):
         load_study(tmp_path, "nothing")
 
 
+@pytest.mark.serial
 def test_workers_give_the_same_results(tmp_path):
     one = run_cells("st", cells(tmp_path / "c1"), tmp_path / "o1", log=lambda s: None)
     two = run_cells("st", cells(tmp_path / "c2"), tmp_path / "o2", workers=2, log=lambda s: None)

@@ -114,6 +114,7 @@ def test_a_second_run_names_its_own_notebook_and_the_results_folder_that_exists(
     assert second.exists()
 
 
+@pytest.mark.serial
 def test_what_the_notebook_and_its_worker_processes_print_shows_once(tmp_path):
     """The kernel's own stdout and stderr are not the terminal's: a line printed by a process the
     notebook starts (a cell's worker) reaches the terminal once, through papermill's log."""

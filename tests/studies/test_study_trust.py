@@ -15,6 +15,8 @@ import xarray as xr
 from spt.cli import main
 from spt.studies.machinery.cells import Cell, run_cells
 
+pytestmark = pytest.mark.serial  # several runs into one folder at once, in processes
+
 
 def slow_run(value: float, calls_dir: Path, run_dir) -> xr.Dataset:
     """A picklable cell body that records each run (one file per call) and takes a moment."""
