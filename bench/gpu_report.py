@@ -141,7 +141,7 @@ def section_env(out: Path, smoke: bool) -> None:
                     multiprocessors=p.multi_processor_count)
     for dist, module in (("triton", "triton"), ("flash-attn", "flash_attn"),
                          ("fla-core", "fla"), ("mamba-ssm", "mamba_ssm"),
-                         ("h5netcdf", "h5netcdf"), ("pytest-timeout", "pytest_timeout")):
+                         ("netCDF4", "netCDF4"), ("pytest-timeout", "pytest_timeout")):
         try:
             found = importlib.util.find_spec(module) is not None
             rows[dist] = md.version(dist) if found else "not installed"

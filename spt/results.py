@@ -1,4 +1,4 @@
-"""Result files: one xarray Dataset per run, written as netCDF (h5netcdf engine), combined on load.
+"""Result files: one xarray Dataset per run, written as netCDF-4 (the netCDF4 engine), combined on load.
 
 Conventions: dims name what was varied (``init``, ``seed``, ``task``, ``fraction`` ...), data
 variables hold metrics, and the run's configuration is a JSON string in ``attrs["config"]`` (netCDF
@@ -21,7 +21,10 @@ import xarray as xr
 from .atomic import DamagedFileError, atomic_write
 from .provenance import current_provenance, describe, same_code
 
-ENGINE = "h5netcdf"
+# netCDF-4 files (HDF5) through the netCDF C library: the same files h5netcdf reads and writes, at
+# about 6x its speed writing and 12x reading a study cell's result (27 variables: 0.04 s against
+# 0.22 s, 0.02 s against 0.19 s on a 2-core CPU), which is most of a smoke cell's time
+ENGINE = "netcdf4"
 
 
 def write_result(ds: xr.Dataset, path, *, config: dict | None = None,
@@ -44,9 +47,29 @@ def write_result(ds: xr.Dataset, path, *, config: dict | None = None,
         if isinstance(v, (dict, list, tuple)) or v is None:
             ds.attrs[k] = json.dumps(v, default=str)
     # serialised in memory first: the file is then written by Python, whose write on a full disk
-    # is an ENOSPC error (HDF5 writing there itself can crash the process)
-    data = ds.to_netcdf(engine=ENGINE)
+    # is an ENOSPC error (HDF5 writing there itself can crash the process). The netCDF library's
+    # in-memory file is padded past its end: only the bytes up to the end HDF5 records are kept
+    data = bytes(ds.to_netcdf(engine=ENGINE))
+    data = data[:stored_end(data) or len(data)]
     return atomic_write(path, lambda tmp: tmp.write_bytes(data))
+
+
+HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+
+
+def stored_end(head: bytes) -> int | None:
+    """The file size an HDF5 file's superblock records (its end-of-file address), read from its
+    first 48 bytes; None for a file that is not HDF5 or has a superblock layout not known here.
+    Superblock versions 0 and 1 keep it at byte 40, versions 2 and 3 at byte 28 (with the 8-byte
+    addresses every netCDF-4 file uses)."""
+    if len(head) < 48 or head[:8] != HDF5_SIGNATURE:
+        return None
+    version = head[8]
+    if version in (0, 1) and head[13] == 8:
+        return int.from_bytes(head[40:48], "little")
+    if version in (2, 3) and head[9] == 8:
+        return int.from_bytes(head[28:36], "little")
+    return None
 
 
 def read_result(path) -> xr.Dataset:
@@ -61,15 +84,27 @@ def read_result(path) -> xr.Dataset:
         raise PermissionError(f"result file {path} is not readable by this user (mode "
                               f"{path.stat().st_mode & 0o777:o}); ask its owner to chmod a+r it")
     try:
+        _check_whole(path)
         with xr.open_dataset(path, engine=ENGINE) as ds:
             return ds.load()
     except (PermissionError, IsADirectoryError):
         raise
-    except (OSError, RuntimeError) as e:  # h5py: "truncated file", "file signature not found"
+    except (OSError, RuntimeError) as e:  # "NetCDF: HDF error", "Unknown file format", truncated
         raise DamagedFileError(path, f"result file {path} ({path.stat().st_size} bytes) is "
                                f"truncated or corrupt ({type(e).__name__}: "
                                f"{str(e).splitlines()[0][:120]}). Delete it: a study run "
                                f"recomputes that cell, and load_study reads the rest.") from None
+
+
+def _check_whole(path: Path) -> None:
+    """An OSError when the file is shorter than its HDF5 superblock says: a cut copy or a full
+    disk (the netCDF library itself reads such a file as long as the missing part holds no data
+    it is asked for)."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        end = stored_end(f.read(48))
+    if end is not None and size < end:
+        raise OSError(f"truncated file: {size} bytes of the {end} its superblock records")
 
 
 def run_config(ds: xr.Dataset) -> dict:

@@ -76,7 +76,7 @@ def _write_cell(out, coords, config, prov):
         ds.attrs["provenance"] = json.dumps(prov)
     f = out / "st" / f"{cell_key(coords)}.nc"
     f.parent.mkdir(parents=True, exist_ok=True)
-    ds.to_netcdf(f, engine="h5netcdf")
+    ds.to_netcdf(f, engine="netcdf4")
     return f
 
 

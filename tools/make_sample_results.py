@@ -53,7 +53,7 @@ def _write(ds: xr.Dataset, path: Path) -> Path:
             ds.attrs[k] = json.dumps(v, default=str)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    ds.to_netcdf(tmp, engine="h5netcdf", encoding=_encode(ds))
+    ds.to_netcdf(tmp, engine="netcdf4", encoding=_encode(ds))
     tmp.replace(path)
     return path
 
@@ -147,7 +147,7 @@ def provenance(out: Path) -> str:
              "by the tool. The runtime is the tool's (with --from: reading the runs; the studies' "
              "own times are in the README's laptop table).", ""]
     for f in sorted(out.glob("*.nc")):
-        with xr.open_dataset(f, engine="h5netcdf") as ds:
+        with xr.open_dataset(f, engine="netcdf4") as ds:
             a = dict(ds.attrs)
             finding = FINDINGS[f.stem](ds.load()) if f.stem in FINDINGS else ""
         lines += [f"## {f.name} ({f.stat().st_size / 1024:.0f} KB)", "",
