@@ -23,7 +23,8 @@ def executed(tmp_path_factory):
     papermill = pytest.importorskip("papermill")
     out = tmp_path_factory.mktemp("quickstart")
     papermill.execute_notebook(str(NOTEBOOK), str(out / "executed.ipynb"), kernel_name="python3",
-                               parameters={**TINY, "out_dir": str(out)}, progress_bar=False,
+                               parameters={**TINY, "out_dir": str(out), "workers": 1},
+                               progress_bar=False,
                                cwd=str(ROOT))
     return out
 
@@ -112,6 +113,7 @@ def test_papermill_help_notebook_lists_parameters():
     assert "labelled training images" in r.stdout
 
 
+@pytest.mark.serial
 def test_rerun_reuses_finished_runs_and_refuses_a_changed_config(tmp_path):
     from spt.studies.quickstart import STUDY, Setup, summary_table
     run = STUDY.run
