@@ -6,31 +6,48 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 RESULTS ?= results
-STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml tools/install_torch.sh | cksum | cut -d' ' -f1)
+CKSUM  := $(shell cat pyproject.toml tools/install_torch.sh | cksum | cut -d' ' -f1)
+BASE   := $(VENV)/.base-$(CKSUM)
+STAMP  := $(VENV)/.installed-$(CKSUM)
 
 export HF_HUB_OFFLINE ?= 1
 export TQDM_MININTERVAL ?= 5
 
-.PHONY: install demo laptop-results test test-long test-wheel docs check-paper test-browser bench-gpu gpu-report clean
+.PHONY: install install-base demo laptop-results test test-long test-wheel docs check-paper test-browser bench-gpu gpu-report clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-# pip byte-compiles every package at install on purpose: where PYTHONDONTWRITEBYTECODE=1 (CI
-# machines) nothing would be cached later, and every process would recompile what it imports.
-$(STAMP): $(PY) pyproject.toml tools/install_torch.sh
+# Byte-compiled on purpose: where PYTHONDONTWRITEBYTECODE=1 (CI machines) nothing would be cached
+# later, and every process would recompile what it imports. pip compiles one file at a time, so it
+# installs without compiling and compileall then compiles on every core (half the install's time
+# on two cores); a file compileall cannot compile (a package's Python 2 test data) is skipped, as
+# pip skips it.
+COMPILE = $(PY) -m compileall -q -j 0 $$($(PY) -c "import sysconfig; print(sysconfig.get_path('purelib'))") spt >/dev/null || true
+
+# spt and what it runs with: what `make demo` needs
+$(BASE): $(PY) pyproject.toml tools/install_torch.sh
 	$(PY) -m pip install --quiet --upgrade pip
-	tools/install_torch.sh $(PY)
-	$(PY) -m pip install --quiet -e ".[dev]"
+	tools/install_torch.sh $(PY) --no-compile
+	$(PY) -m pip install --quiet --no-compile -e .
+	$(COMPILE)
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
+	rm -f $(VENV)/.base-*; touch $(BASE)
+
+# and the dev extra: tests, docs, the library references the tests compare with
+$(STAMP): $(BASE)
+	$(PY) -m pip install --quiet --no-compile -e ".[dev]"
+	$(COMPILE)
 	rm -f $(VENV)/.installed-*; touch $(STAMP)
+
+install-base: $(BASE)
 
 install: $(STAMP)
 	@echo "spt is installed in $(VENV)/: 'source $(VENV)/bin/activate' puts spt, papermill and jupyter on PATH (or call $(VENV)/bin/spt)"
 
 # the quickstart's demo preset (spt.studies.quickstart.DEMO, seeds 0-3) through papermill; its six
 # seeds at full size: `spt study run 00_quickstart --preset laptop --out results`
-demo: install
+demo: install-base
 	$(VENV)/bin/spt study run 00_quickstart --preset demo --out $(RESULTS)
 	@echo "wrote $(RESULTS)/quickstart.nc and $(RESULTS)/00_quickstart.ipynb"
 
