@@ -10,16 +10,19 @@ One measurement = forward + backward of self-attention on q, k, v (B, H, L, D) i
 calls interleaved, with peak memory (torch.cuda.max_memory_allocated over a method's calls,
 inputs excluded). --forward times forward only.
 
-* ``dense``      - full attention, spt.models.attention.full_attention (flash-attn if installed,
-                   else SDPA, which picks its flash kernel for unmasked bf16 inputs): O(L^2) time.
-* ``local``      - neighbour-block local attention, spt.models.attention.local_attention, block W,
-                   its gather path: each query sees 3W gathered keys, O(L·W) time and memory.
-* ``local-flex`` - the same function with local_backend="flex": FlexAttention with a block-sparse
+* ``dense``      - full attention, spt.kernels.attention.full_attention at the path "library"
+                   (flash-attn) where it runs, else "torch" (SDPA, which picks its flash kernel
+                   for unmasked bf16 inputs): O(L^2) time.
+* ``local``      - neighbour-block local attention, spt.kernels.attention.local_attention, block W,
+                   the path "torch" (gathered blocks): each query sees 3W keys, O(L·W) time and
+                   memory.
+* ``local-flex`` - the same function at the path "flex": FlexAttention with a block-sparse
                    mask (compiled on CUDA; eager, all scores computed, on the CPU, where torch has
                    no backward for it: fwd+bwd rows there say so and run nothing).
 * ``bool-mask``  - the same neighbour-block pattern given to SDPA as a dense (L, L) boolean
-                   attn_mask, as the paper's public code does: the mask costs L^2 bytes and rules
-                   out the flash kernel, and all L^2 scores are computed.
+                   attn_mask, as the paper's public code does (and local attention's path
+                   "dense"): the mask costs L^2 bytes and rules out the flash kernel, and all L^2
+                   scores are computed.
 
 Columns: ``vs dense`` = dense time / this time; ``ideal`` = the scores dense attention computes /
 the scores the neighbour pattern allows (the speed-up a kernel that skips exactly the refused
@@ -44,8 +47,8 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from spt.models import attention as A  # noqa: E402
-from spt.models.local_flex import flex_takes  # noqa: E402
+from spt.kernels import attention as A  # noqa: E402
+from spt.kernels.local_flex import flex_takes  # noqa: E402
 
 METHODS = ("dense", "local", "local-flex", "bool-mask")
 LOCAL = ("local", "local-flex")
@@ -82,14 +85,15 @@ def ideal_speedup(L: int, W: int, causal: bool) -> float:
 
 def run(method: str, q, k, v, W: int, causal: bool = False):
     if method == "dense":
-        return A.full_attention(q, k, v, causal=causal, backend="auto")
+        path = "library" if A.flash_unavailable(q) is None else "torch"
+        return A.full_attention(q, k, v, causal=causal, backend=path)
     if method == "local":
-        return A.local_attention(q, k, v, W, causal=causal, backend="auto")
+        return A.local_attention(q, k, v, W, causal=causal, backend="torch")
     if method == "local-flex":
         if not A.is_dense_pattern(q.shape[-2], W) and not flex_takes(q, k, v, 0.0):
             raise RuntimeError("not run: torch's flex_attention has no backward on the CPU "
                                "(local_attention runs the gather path there); try --forward")
-        return A.local_attention(q, k, v, W, causal=causal, backend="auto", local_backend="flex")
+        return A.local_attention(q, k, v, W, causal=causal, backend="flex")
     mask = neighbour_mask(q.shape[-2], W, causal, q.device)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 

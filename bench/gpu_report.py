@@ -12,7 +12,10 @@ costs that section only; what it printed and wrote so far is kept):
 * ``tests``      every test marked ``gpu`` (the files that hold one), each with a per-test
                  timeout where pytest-timeout is installed, fla's kernels at one config each;
 * ``throughput`` ``bench/train_throughput.py --all``: every paper row, the eager step against the
-                 captured one;
+                 captured one; then ``bench/paths.py`` on the paper presets of studies 01 and 02
+                 (every Transformer and S4 row of Tables 4 and 5, on full-length fixtures): the
+                 measured paths (TrainConfig.paths="auto") against the reference and the best
+                 fixed assignment, and the measuring overhead;
 * ``attention``  ``bench/attention_long.py``: dense vs neighbour-block (gather, FlexAttention)
                  vs the dense boolean mask, 1K-64K;
 * ``ssm``        ``bench/ssm_kernels.py --gpu-only``: the S4 / S4D / DLR convolution paths;
@@ -70,7 +73,8 @@ def sections(out: Path, smoke: bool, python: str) -> list[Section]:
         Section("tests", "GPU-marked tests", 120,
                 me + ["--section", "tests", "--out", str(out)] + s, csv="tests.csv"),
         Section("throughput", "Training throughput of every paper row (eager vs captured step; "
-                "the SSM rows again on the opt-in kernel paths)", 150,
+                "the SSM rows again on pinned kernel paths; the measured paths against the "
+                "reference and the best fixed ones)", 210,
                 me + ["--section", "throughput", "--out", str(out)] + s, csv="throughput.csv"),
         Section("attention", "Attention, 1K-64K: dense, neighbour-block (gather, flex), bool mask",
                 75, [python, str(BENCH / "attention_long.py"), "--csv",
@@ -163,14 +167,20 @@ def env_of(output: str) -> dict:
 
 # the SSM rows of the throughput bench again, on the opt-in kernel paths (spt.kernels.vandermonde's
 # "gemm" for DLR's shared Lambda, fft_conv's "manual"): DLR's step against S4's
-SSM_FAST = ["--match", "s4:", "--kernel-backend", "gemm", "--conv-backend", "manual"]
+SSM_FAST = ["--match", "s4:", "--kernel-path", "gemm", "--conv-path", "manual"]
 
 
 def section_throughput(out: Path, smoke: bool) -> int:
     """bench/train_throughput.py over every paper row, eager and captured, then its SSM rows on
-    the opt-in kernel paths; one throughput.csv with a "backends" column."""
+    pinned kernel paths, then bench/paths.py (auto against the reference and the best fixed
+    paths); one throughput.csv with a "backends" column (the columns of every part)."""
     bench = [sys.executable, str(BENCH / "train_throughput.py")] + (["--smoke"] if smoke else ["--all"])
-    parts = [("default", bench + ["--graphs"]), ("gemm+manual", bench + SSM_FAST)]
+    paths = [sys.executable, str(BENCH / "paths.py")] + (
+        ["--smoke"] if smoke else ["--studies", "01_lra_transformers", "02_transformers_vs_s4",
+                                   "--presets", "paper", "-p", "data_root", str(fixtures_root()),
+                                   "--device", "cuda", "--repeat", "5"])
+    parts = [("default", bench + ["--graphs"]), ("gemm+manual", bench + SSM_FAST),
+             ("paths", paths)]
     rows, code = [], 0
     with tempfile.TemporaryDirectory() as tmp:
         for name, cmd in parts:
@@ -180,7 +190,7 @@ def section_throughput(out: Path, smoke: bool) -> int:
             rows += [dict(r, backends=name) for r in read_csv(path)]
     if rows:
         with open(out / "throughput.csv", "w", newline="") as f:
-            w = csv.DictWriter(f, list(rows[0]))
+            w = csv.DictWriter(f, list(dict.fromkeys(k for r in rows for k in r)))
             w.writeheader()
             w.writerows(rows)
     return code
@@ -240,6 +250,16 @@ def junit_rows(path: Path) -> list[dict]:
     return rows
 
 
+def fixtures_root() -> Path:
+    """Full-length fixtures of every task, written once beside the temporary files (not in the
+    report folder, which comes back whole)."""
+    root = Path(tempfile.gettempdir()) / "spt-gpu-report-fixtures"
+    if not root.exists():
+        from spt.data.fixtures import write_fixtures
+        write_fixtures(root)
+    return root
+
+
 def section_check(out: Path, smoke: bool, until: float) -> int:
     """`spt study check` of every study on this device, one cell per distinct task and model, at
     each stage's own batch, until `until` (time.monotonic()); writes check.csv as cells finish."""
@@ -253,12 +273,7 @@ def section_check(out: Path, smoke: bool, until: float) -> int:
     if smoke:  # the rehearsal: one smoke cell on the generated smoke data
         names, preset, root, only = ["01_lra_transformers"], "smoke", None, "task=listops init=masked"
     else:
-        names, preset = sorted(STUDIES), "paper"
-        # beside the temporary files, not in the report folder (which comes back whole)
-        root = Path(tempfile.gettempdir()) / "spt-gpu-report-fixtures"
-        if not root.exists():
-            from spt.data.fixtures import write_fixtures
-            write_fixtures(root)
+        names, preset, root = sorted(STUDIES), "paper", fixtures_root()
     columns = ["study", "cell", "status", "params", "seq_len", "split", "peak_GiB",
                "pretrain_step_s", "finetune_step_s", "scratch_step_s", "est_h", "error"]
     failed = 0
@@ -392,7 +407,7 @@ def ssm_targets(out: Path) -> list[tuple]:
     for kind in sorted({r["kind"] for r in rows}):
         mine = [r for r in rows if r["kind"] == kind]
         L = max(int(r["L"]) for r in mine)
-        at = [r for r in mine if int(r["L"]) == L and (r["kernel"], r["conv"]) != ("auto", "autograd")
+        at = [r for r in mine if int(r["L"]) == L and (r["kernel"], r["conv"]) != ("fast", "torch")
               and r["kernel"] != "ref"]
         best = max(at, key=lambda r: _num(r, "vs_default"), default=None)
         if best is None:
@@ -405,10 +420,27 @@ def ssm_targets(out: Path) -> list[tuple]:
     return found
 
 
+def paths_targets(out: Path) -> list[tuple]:
+    """The measured paths' step within 1.05x of the best fixed assignment on every row
+    (throughput.csv's bench/paths.py rows)."""
+    rows = [r for r in read_csv(out / "throughput.csv") if r.get("backends") == "paths"]
+    if not rows:
+        return [("measured paths within 1.05x of the best fixed paths on every paper row",
+                 "no rows (bench/paths.py did not run)", False)]
+    worst = max(rows, key=lambda r: _num(r, "auto_over_best"))
+    ratio = _num(worst, "auto_over_best")
+    return [("measured paths within 1.05x of the best fixed paths on every paper row",
+             f"{len(rows)} rows; worst {ratio:.3f}x ({worst['row']}: auto "
+             f"{_num(worst, 'auto_ms'):.2f} ms, best {_num(worst, 'best_ms'):.2f} ms, the "
+             f"reference {_num(worst, 'reference_ms'):.2f} ms); measuring "
+             f"{sum(_num(r, 'overhead_s') for r in rows):.0f} s in all", ratio <= 1.05)]
+
+
 def targets(out: Path) -> list[tuple]:
     """(target, measured, met) rows read off the sections' CSVs; a target whose rows are missing
     says so."""
-    return test_targets(out) + throughput_targets(out) + attention_targets(out) + ssm_targets(out)
+    return (test_targets(out) + throughput_targets(out) + paths_targets(out)
+            + attention_targets(out) + ssm_targets(out))
 
 
 def write_report(out: Path, secs: list[Section], budget_s: float, smoke: bool) -> Path:

@@ -13,8 +13,9 @@ CUDA synchronisation; the loop-over-time reference and mambapy are left out ther
 
 One measurement: one causal mixer of spt.mixer_config at d_model (default 64) with its authors'
 default shape, x (batch, L, d_model) -> y, backward of a fixed random projection of y. Paths:
-"spt" the mixer as built (its chunked / pairwise-scan CPU form), "ref" the same weights with every
-recurrence at backend "ref", its loop over time (spt.models.mixers.common.with_reference), and for
+"spt" the mixer at its recurrences' path "torch" (its chunked / pairwise-scan form), or on CUDA at
+"library" where the library imports, "ref" the same weights with every recurrence at the path
+"ref", its loop over time (spt.kernels.paths.set_paths on a copy), and for
 Mamba "mambapy" (mambapy's MambaBlock, its parallel scan: a third-party pure-PyTorch Mamba).
 Time is the median of --repeat calls after one warm-up call, in one process, torch threads set by
 --threads; "x ref" and "x mambapy" are spt's speed over theirs, measured in the same run. A
@@ -23,6 +24,7 @@ reference call longer than --max-ref-s (estimated from the previous length) is s
 from __future__ import annotations
 
 import argparse
+import copy
 import csv
 import importlib.util
 import statistics
@@ -30,8 +32,8 @@ import time
 
 import torch
 
+from spt.kernels.paths import set_paths
 from spt.mixer_config import MIXER_CONFIGS
-from spt.models.mixers.common import with_reference
 from spt.models.user_layers import import_layer
 
 
@@ -105,7 +107,12 @@ def main(argv=None) -> None:
         torch.manual_seed(0)
         fast = build(kind, args.d_model).to(device)
         on_cpu = device.type == "cpu"
-        ref = with_reference(fast) if on_cpu else None
+        if path_of(kind, device) != "spt":
+            set_paths(fast, "library")
+        ref = None
+        if on_cpu:
+            ref = copy.deepcopy(fast)
+            set_paths(ref, "ref")
         other = mambapy_block(args.d_model) if kind == "mamba" and on_cpu else None
         ref_s_per_token = None
         for L in args.L:

@@ -7,13 +7,13 @@
 One measurement, in this process: a bidirectional SSMBlock of the given kind (spt.models.ssm) and
 u (batch, L, H); part "layer" times y = block.conv(u) (K * u + D u, the layer's linear part),
 part "kernel" K = block.kernel(L) alone, part "conv" fft_conv(u, K, skip=D) alone with K fixed;
-each followed by the backward of a random projection. Paths are (kernel backend, conv backend):
-kernel "ref" materialises the (.., N, L) matrices, "auto" is today's choice (Triton on CUDA, the
-chunked torch path on CPU), "gemm" (DLR only) forms E = exp(Lambda l) once and runs one GEMM for
-all channels (spt.kernels.vandermonde); conv "autograd" is today's FFT convolution, "manual" the
-hand-written backward with the skip folded in (spt.kernels.fft_conv). "default" = (auto,
-autograd), the layer's current choice; ratios are against it and against the reference, measured
-in the same run.
+each followed by the backward of a random projection. Paths are (kernel path, conv path), words of
+spt.kernels.paths: kernel "ref" materialises the (.., N, L) matrices, "torch" is the chunked torch
+path (the reference of TrainConfig.paths), "triton" the Triton kernels (CUDA), "gemm" (DLR only)
+forms E = exp(Lambda l) once and runs one GEMM for all channels (spt.kernels.vandermonde); conv
+"torch" is the FFT convolution differentiated by autograd, "manual" the hand-written backward with
+the skip folded in (spt.kernels.fft_conv). "default" = (torch, torch) on a CPU, (triton, torch) on
+CUDA; ratios are against it and against the materialised reference, measured in the same run.
 
 Time: median of --repeat calls after two warm-up calls (synchronised on CUDA). Peak memory (CUDA):
 torch.cuda.max_memory_allocated above the level before the call. GB/s: the bytes a layer fwd + bwd
@@ -33,18 +33,19 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from spt.kernels import fft_conv  # noqa: E402
+from spt.kernels import HAS_TRITON, fft_conv, set_paths  # noqa: E402
 from spt.models.ssm import SSMBlock  # noqa: E402
 from spt.ssm_config import SSMConfig  # noqa: E402
 from spt.train.throughput import copy_bandwidth  # noqa: E402
 
-# (part, kernel backend, conv backend); the first of each part is its "default"
-PATHS = [("layer", "auto", "autograd"), ("layer", "ref", "autograd"), ("layer", "auto", "manual"),
-         ("layer", "gemm", "autograd"), ("layer", "gemm", "manual"),
-         ("kernel", "auto", "-"), ("kernel", "ref", "-"), ("kernel", "gemm", "-"),
-         ("conv", "-", "autograd"), ("conv", "-", "manual")]
+# (part, kernel path, conv path); the first of each part is its "default" ("fast": the Triton
+# kernels on CUDA, the chunked torch path elsewhere)
+PATHS = [("layer", "fast", "torch"), ("layer", "ref", "torch"), ("layer", "fast", "manual"),
+         ("layer", "gemm", "torch"), ("layer", "gemm", "manual"),
+         ("kernel", "fast", "-"), ("kernel", "ref", "-"), ("kernel", "gemm", "-"),
+         ("conv", "-", "torch"), ("conv", "-", "manual")]
 DEFAULTS = {part: next(p for p in PATHS if p[0] == part) for part in ("layer", "kernel", "conv")}
-REFS = {"layer": ("layer", "ref", "autograd"), "kernel": ("kernel", "ref", "-"), "conv": None}
+REFS = {"layer": ("layer", "ref", "torch"), "kernel": ("kernel", "ref", "-"), "conv": None}
 FIELDS = ["device", "kind", "N", "L", "H", "batch", "part", "kernel", "conv", "ms", "vs_default",
           "vs_ref", "peak_mb", "gbs", "of_peak", "error"]
 
@@ -56,11 +57,16 @@ def ref_gb(kind: str, N: int, L: int, H: int) -> float:
     return rows * H * n * (L // 2 + 1 if kind == "s4" else L) * 8 / 1e9
 
 
+def u_device_is_cuda(device) -> bool:
+    return torch.device(device).type == "cuda"
+
+
 def make_step(block: SSMBlock, part: str, kernel: str, conv: str, L: int, batch: int, device):
     """A closure running one forward + backward of `part`, and the bytes it must at least move."""
     H = block.D.shape[0]
-    block.kernel.backend = kernel if kernel != "-" else "auto"
-    block.conv_backend = conv if conv != "-" else "autograd"
+    fast = "triton" if u_device_is_cuda(device) and HAS_TRITON else "torch"
+    set_paths(block, {"fft_conv": "torch" if conv == "-" else conv,
+                      block.kernel.path_kind: fast if kernel in ("fast", "-") else kernel})
     u = torch.randn(batch, L, H, device=device, requires_grad=True)
     g = torch.randn(batch, L, H, device=device)
     if part == "kernel":
@@ -208,7 +214,7 @@ def main(argv=None) -> list[dict]:
     finally:
         if out:
             out.close()
-    print("vs_def = time of the part's default path (auto, autograd) / this time; vs_ref = the "
+    print("vs_def = time of the part's default path (fast, torch) / this time; vs_ref = the "
           f"reference's time / this time. Total {time.perf_counter() - t_start:.0f} s.")
     return rows
 

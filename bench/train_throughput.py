@@ -5,22 +5,25 @@
     python bench/train_throughput.py --all --graphs --csv out.csv   # eager and captured, per row
     python bench/train_throughput.py --compile --grad-checkpointing
     python bench/train_throughput.py --smoke         # tiny sizes on CPU: checks the script works
-    python bench/train_throughput.py --all --match pathx --kernel-backend gemm --conv-backend manual
-                                                     # PathX rows, SSM layers on opt-in paths
+    python bench/train_throughput.py --all --match pathx --kernel-path gemm --conv-path manual
+                                                     # PathX rows, SSM layers on pinned paths
+    python bench/train_throughput.py --all --paths auto   # the paths fit() would measure and keep
 
 Per configuration: one self-pretraining step (the preset's model, objective and pretraining batch
 size, full-length synthetic inputs, bf16 autocast on CUDA, AdamW), timed over --steps steps after
---warmup steps. Columns: parameters, batch, sequence length, step time, training tokens/s, counted
-model FLOPs per step (spt.train.throughput), MFU against the bf16 matmul peak measured at the start
-of the same run, and peak GPU memory. --show-syncs lists where one step synchronises the host with
-the GPU (torch's sync debug mode).
+--warmup steps, at the implementation paths --paths says (spt.kernels.paths; default "reference":
+every module's reference; "auto": measured as fit() measures them) with --kernel-path and --conv-
+path pinned on the SSM layers. Columns: parameters, batch, sequence length, step time, training
+tokens/s, counted model FLOPs per step (spt.train.throughput), MFU against the bf16 matmul peak
+measured at the start of the same run, and peak GPU memory. --show-syncs lists where one step
+synchronises the host with the GPU (torch's sync debug mode).
 
---graphs measures every configuration twice in the same run: eagerly, then with
-TrainConfig.cuda_graphs=True (forward and backward captured into a CUDA graph and replayed,
-spt.train.graphs). Its line adds the speed-up (eager step time / captured step time) and the
-largest difference between the two runs' losses at the same step (same model, batch and seeds: 0
-when the replayed step computes what the eager one does). With --graphs a measurement is timed
-over at least 3 steps and 0.25 s unless --steps / --min-time say otherwise.
+--graphs measures every configuration twice in the same run: eagerly, then with the step's path
+"graphs" (forward and backward captured into a CUDA graph and replayed, spt.train.graphs). Its line
+adds the speed-up (eager step time / captured step time) and the largest difference between the two
+runs' losses at the same step (same model, batch and seeds: 0 when the replayed step computes what
+the eager one does). With --graphs a measurement is timed over at least 3 steps and 0.25 s unless
+--steps / --min-time say otherwise.
 --csv PATH writes every row (a failed one with its error), one line as each row ends.
 A configuration that fails (out of memory, or any other error) prints its error; the script goes on.
 """
@@ -29,7 +32,6 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
-import functools
 import math
 import sys
 import time
@@ -40,8 +42,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from spt.config import TrainConfig, TransformerConfig  # noqa: E402
-from spt.models.ssm import SSMEncoder  # noqa: E402
 from spt.paper import SSM_ROWS, TRANSFORMER_ROWS, ssm_row, transformer_row  # noqa: E402
+from spt.ssm_config import SSMConfig  # noqa: E402
 from spt.train.throughput import StepReport, measure_training_step, peak_matmul_flops, synthetic_spec  # noqa: E402
 
 # LRA sequence lengths and continuous channels per task (the data modules' TaskSpecs).
@@ -61,15 +63,22 @@ def _shrink(model):
     return dataclasses.replace(model, d_model=16, n_layers=1, d_state=8, max_len=64)
 
 
-def _backends(a, model) -> None:
-    """--kernel-backend / --conv-backend on every SSM stack of `model` (None: leave as built);
-    "gemm" exists for DLR only, so the other kinds keep their kernel backend."""
-    for m in model.modules():
-        if isinstance(m, SSMEncoder):
-            if a.kernel_backend and (a.kernel_backend != "gemm" or m.cfg.kind == "dlr"):
-                m.set_backend(a.kernel_backend)
-            if a.conv_backend:
-                m.set_conv_backend(a.conv_backend)
+def pinned_paths(a, model) -> dict:
+    """--kernel-path / --conv-path as a TrainConfig.paths mapping for `model`'s SSM layers;
+    "gemm" exists for DLR only, so the other kinds keep their kernel path."""
+    pins = {}
+    if isinstance(model, SSMConfig):
+        if a.kernel_path and (a.kernel_path != "gemm" or model.kind == "dlr"):
+            pins[f"{model.kind}_kernel"] = a.kernel_path
+        if a.conv_path:
+            pins["fft_conv"] = a.conv_path
+    return pins
+
+
+def paths_setting(a, model, step=None):
+    """TrainConfig.paths of a row: --paths, with the pinned paths (and the step) on top."""
+    pins = {**pinned_paths(a, model), **({"step": step} if step else {})}
+    return {**pins, "others": a.paths} if pins else a.paths
 
 
 def rows(all_rows: bool):
@@ -130,18 +139,21 @@ def main(argv=None) -> list[StepReport]:
     ap.add_argument("--compile", action="store_true", help="TrainConfig.compile")
     ap.add_argument("--grad-checkpointing", action="store_true")
     ap.add_argument("--graphs", action="store_true",
-                    help="also measure each row with TrainConfig.cuda_graphs=True; print the ratio")
+                    help="also measure each row with the step's path 'graphs'; print the ratio")
     ap.add_argument("--csv", default=None, metavar="PATH", help="write every row to this CSV file")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--show-syncs", action="store_true",
                     help="list the host-device syncs of one step (CUDA)")
     ap.add_argument("--match", default=None, help="only rows whose name contains this text, "
                     "e.g. 'pathx' or '/dlr' (SSM rows are named s4:<task>/<variant>)")
-    ap.add_argument("--kernel-backend", default=None,
-                    help="SSM kernel backend of every SSM layer: auto | triton | torch | ref | "
-                    "gemm (DLR layers only)")
-    ap.add_argument("--conv-backend", default=None,
-                    help="FFT convolution backend of every SSM layer: autograd | manual")
+    ap.add_argument("--paths", default="reference", choices=["reference", "auto"],
+                    help="the implementation paths of every row: every module's reference "
+                    "(default), or measured and checked as fit() does (TrainConfig.paths)")
+    ap.add_argument("--kernel-path", default=None,
+                    help="pin the SSM kernel path of every SSM layer: torch | triton | ref | gemm "
+                    "(DLR layers only)")
+    ap.add_argument("--conv-path", default=None,
+                    help="pin the FFT convolution path of every SSM layer: torch | manual")
     a = ap.parse_args(argv)
     if a.graphs and (a.compile or a.grad_checkpointing):
         ap.error("--graphs measures the eager step captured: leave out --compile and "
@@ -179,14 +191,14 @@ def main(argv=None) -> list[StepReport]:
                 model, L, bsz = _shrink(model), 64, 2
             spec = synthetic_spec(task, L, preset.objective, D_INPUT.get(task, 1))
             cfg = TrainConfig(device=str(device), compile=a.compile,
-                              grad_checkpointing=a.grad_checkpointing, lr=preset.pretrain.lr)
+                              grad_checkpointing=a.grad_checkpointing, lr=preset.pretrain.lr,
+                              paths=paths_setting(a, model))
 
             def measure(name, cfg, flops=None, find_syncs=a.show_syncs):
                 return measure_training_step(name, model, preset.objective, spec, bsz, device,
                                              steps=steps, warmup=warmup, train_cfg=cfg,
                                              peak_flops=peak, flops=flops, min_time=min_time,
-                                             find_syncs=find_syncs,
-                                             configure=functools.partial(_backends, a))
+                                             find_syncs=find_syncs)
 
             r, error = _guarded(label, f"batch {bsz}, L={L}", lambda: measure(label, cfg))
             if writer:
@@ -201,8 +213,8 @@ def main(argv=None) -> list[StepReport]:
             out.append(r)
             if not a.graphs:
                 continue
-            g, error = _guarded(label, "with cuda_graphs", lambda: measure(
-                f"{label} graphs", dataclasses.replace(cfg, cuda_graphs=True),
+            g, error = _guarded(label, "with the step captured", lambda: measure(
+                f"{label} graphs", dataclasses.replace(cfg, paths=paths_setting(a, model, "graphs")),
                 flops=r.flops_per_step, find_syncs=False))
             speedup = diff = None
             if g is not None:

@@ -12,7 +12,8 @@ spt reads every file any released version of it wrote, and files keep their mean
 * task specs (in checkpoints and hub configs) written before TaskSpec had ``pair``
   (:func:`upgrade_spec`);
 * model configs stored as ``"type": "ModelConfig"`` or with no type at all: a TransformerConfig
-  (:data:`OLD_CONFIG_NAMES`); a model config naming a user layer by an import path spt has since
+  (:data:`OLD_CONFIG_NAMES`); configs holding a field that now is an implementation path
+  (:data:`RETIRED_FIELDS`); a model config naming a user layer by an import path spt has since
   renamed (:data:`OLD_LAYER_PATHS`);
 * study result files (netCDF, ``attrs["config"]``) whose cell configuration lacks the later fields:
   still their cell (:func:`without_later_fields`, used by spt.studies.machinery.cells).
@@ -31,8 +32,7 @@ from typing import Optional
 # tuples are stored as lists.)
 LATER_TRAIN_FIELDS = {"eval_every": 1, "wd_groups": "matrices", "schedule_steps": None,
                       "plateau_patience": 10, "plateau_factor": 0.2, "lr_milestones": [],
-                      "lr_gamma": 0.1, "augment": False, "aux_denoise": 0.0,
-                      "cuda_graphs": None}
+                      "lr_gamma": 0.1, "augment": False, "aux_denoise": 0.0}
 
 # Model-config fields added after checkpoints and result files were first written, with the value
 # those files ran with. A config holding that value is stored without the field, so its stored form
@@ -43,8 +43,15 @@ LATER_TRAIN_FIELDS = {"eval_every": 1, "wd_groups": "matrices", "schedule_steps"
 # back with the value it ran with.
 LATER_MODEL_FIELDS = {"head": "mlp", "dt_lr": None, "n_ssm": None, "tie_dropout": False,
                       "reach": None, "task_init": None, "locality_bias": False,
-                      "local_backend": "gather", "mlp_multiple": 0, "block_norm": "layer",
+                      "mlp_multiple": 0, "block_norm": "layer",
                       "conv_bias": True, "recurrent_lr_scale": None}
+
+# Fields earlier versions stored that chose only how a run executes, which are now implementation
+# paths (TrainConfig.paths, spt.kernels.paths): TransformerConfig's attention backend ("auto",
+# "flash", "sdpa", "manual") and local_backend ("gather", "flex"), TrainConfig's cuda_graphs. A
+# stored config's value is ignored wherever it is read: a model config builds without it, and it
+# never separates two configurations (spt.same_run), whatever its value.
+RETIRED_FIELDS = frozenset({"attention", "local_backend", "cuda_graphs"})
 
 # Names under which earlier versions stored a model config type: the Transformer's config was
 # called "ModelConfig" (and a dict without "type" was one).

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import ClassVar, Literal, Optional
+from typing import ClassVar, Literal, Mapping, Optional, Union
 
 from .compat import LATER_TRAIN_FIELDS  # noqa: F401  (public here: the TrainConfig fields files may lack)
 from .config_base import (  # noqa: F401  (Head, Pooling, ModelConfigBase: public here too)
@@ -30,10 +30,6 @@ from .config_base import (  # noqa: F401  (Head, Pooling, ModelConfigBase: publi
 )
 
 Positions = Literal["sinusoidal", "learned", "rotary", "alibi", "none"]
-AttentionBackend = Literal["auto", "flash", "sdpa", "manual"]
-# How neighbour-block / banded attention runs (spt.models.attention.local_attention): the same
-# function either way, "gather" by SDPA over gathered neighbour blocks, "flex" by FlexAttention.
-LocalBackend = Literal["gather", "flex"]
 ObjectiveKind = Literal["masked", "causal"]
 LossKind = Literal["ce", "l1"]
 Schedule = Literal["cosine", "constant", "rsqrt", "plateau", "multistep"]
@@ -68,11 +64,9 @@ class TransformerConfig(ModelConfigBase):
                   keys at most w positions away (|i - j| <= w): the range probe's attention window
                   (spt.analysis.range_probe). A stack of n such layers relates inputs at most
                   2 n w positions apart (n w when causal).
-    attention   : "auto" (flash-attn on CUDA when installed, else torch SDPA), "flash", "sdpa",
-                  or "manual" (plain-torch reference, for tests).
-    local_backend : how local_block / reach attention runs, the same function either way:
-                  "gather" (SDPA over each block's gathered neighbours) or "flex" (FlexAttention
-                  with a block-sparse mask; compiled on CUDA). Speed only.
+    How attention computes (torch's SDPA, flash-attn, FlexAttention, a dense mask) is not part of
+    the model: it is the attention module's path (:mod:`spt.kernels.paths`), chosen by
+    ``TrainConfig.paths``.
     """
 
     family: ClassVar[str] = "transformer"
@@ -85,10 +79,8 @@ class TransformerConfig(ModelConfigBase):
     attn_dropout: float = 0.0
     positions: Positions = "sinusoidal"
     local_block: Optional[int] = None
-    attention: AttentionBackend = "auto"
     reach: Optional[int] = None
     locality_bias: bool = False
-    local_backend: LocalBackend = "gather"
 
     def check(self):
         c = "TransformerConfig"
@@ -100,8 +92,6 @@ class TransformerConfig(ModelConfigBase):
             raise ValueError(f"{c}: rotary positions need an even head size, got "
                              f"d_model/n_heads = {self.d_model // self.n_heads}")
         _check_choice(c, "positions", self.positions, Positions.__args__)
-        _check_choice(c, "attention", self.attention, AttentionBackend.__args__)
-        _check_choice(c, "local_backend", self.local_backend, LocalBackend.__args__)
         if not 0.0 <= self.attn_dropout < 1.0:
             raise ValueError(f"{c}.attn_dropout must be in [0, 1), got {self.attn_dropout!r}")
         if self.local_block is not None:
@@ -241,14 +231,20 @@ class TrainConfig:
                     up front and recompiles for new padded lengths).
     grad_checkpointing : recompute each block's activations in the backward pass (activation
                     checkpointing): less memory for long inputs, ~1/3 more compute, same gradients.
-    cuda_graphs   : run each micro-batch's forward and backward as one function over static
-                    buffers (:mod:`spt.train.graphs`), captured into a CUDA graph per batch shape and
-                    replayed: fewer kernel launches for small, launch-bound models; the same
-                    results as the eager step. True: on CUDA captured; on a CPU the same function
-                    runs uncaptured (same results, no speed-up). False: the eager step. None (the
-                    default): the engine decides (:func:`spt.train.graphs.use_graphs`: for now,
-                    eager everywhere, until a GPU measurement says where capturing is faster).
-                    Not with compile, grad_checkpointing or torchrun.
+    paths         : how the model's modules compute and how the training step runs
+                    (:mod:`spt.kernels.paths`; results agree up to float rounding). "auto" (the
+                    default): for every module with more than one path, each candidate is timed at
+                    the run's own shapes and dtype on its device and checked against the module's
+                    reference, and the fastest that agrees is kept; then the step itself, eager or
+                    over static buffers ("graphs": captured into CUDA graphs on CUDA), on the real
+                    model and batch. Choices are cached per device, library versions and shape
+                    (:mod:`spt.train.paths`), recorded in the checkpoints and kept by a resumed
+                    run; measuring stops at a few percent of the run's projected time.
+                    "reference": every module's reference and the eager step, nothing measured. A
+                    mapping {kind or module name: path} pins those (``{"fft_conv": "manual",
+                    "step": "graphs"}``) and measures the rest, or takes their references
+                    with ``"others": "reference"``. Not with compile or
+                    grad_checkpointing: "graphs" (captured steps run the eager forward).
     num_workers, pin_memory, prefetch_factor : DataLoader workers; pinned host memory (CUDA
                     only) and batches prefetched per worker (used when num_workers > 0).
     log_every     : write the live training curves (loss, lr, gradient norm, tokens/s, peak
@@ -325,7 +321,7 @@ class TrainConfig:
     log_every: int = 50
     augment: bool = False
     aux_denoise: float = 0.0
-    cuda_graphs: Optional[bool] = None
+    paths: Union[str, tuple] = "auto"
 
     def __post_init__(self):
         c = "TrainConfig"
@@ -375,11 +371,11 @@ class TrainConfig:
         if self.max_time is not None:
             _check_positive(c, "max_time", self.max_time)
         _check_choice(c, "distributed", self.distributed, ("ddp", "fsdp"))
-        _check_choice(c, "cuda_graphs", self.cuda_graphs, (None, True, False))
-        if self.cuda_graphs and (self.compile or self.grad_checkpointing):
-            raise ValueError(f"{c}.cuda_graphs=True captures the eager step into CUDA graphs; it "
-                             f"does not combine with compile=True or grad_checkpointing=True: set "
-                             f"those False, or cuda_graphs=None")
+        object.__setattr__(self, "paths", check_paths_spec(self.paths, f"{c}.paths"))
+        pinned = {} if isinstance(self.paths, str) else dict(self.paths)
+        if pinned.get("step") == "graphs" and (self.compile or self.grad_checkpointing):
+            raise ValueError(f"{c}.paths pins the step to 'graphs', which captures the eager step; "
+                             f"it does not combine with compile=True or grad_checkpointing=True")
         _check_positive(c, "num_workers", self.num_workers, allow_zero=True)
         _check_positive(c, "prefetch_factor", self.prefetch_factor)
         _check_positive(c, "log_every", self.log_every, allow_zero=True)
@@ -395,7 +391,32 @@ class TrainConfig:
 # may resume with other values, and a result computed on a GPU is the same study cell on a CPU.
 EXECUTION_FIELDS = frozenset({"device", "num_workers", "progress", "pin_memory", "prefetch_factor",
                               "distributed", "compile", "grad_checkpointing", "eval_batch_size",
-                              "log_every", "cuda_graphs"})
+                              "log_every", "paths"})
+
+
+def check_paths_spec(spec, where: str = "paths"):
+    """A paths setting as TrainConfig keeps it: "auto", "reference", or a mapping {kind or module
+    name: path} as a sorted tuple of pairs (a frozen config must hash; a list of pairs, its JSON
+    form, is read back too). Paths must be words of :data:`spt.kernels.paths.PATHS`; the step
+    ("step") takes "eager" or "graphs"; "others" says what the modules (and the step) the mapping
+    does not name do: "auto" (measured, the default) or "reference"."""
+    from .kernels.paths import OTHERS, PATHS, STEP, STEP_PATHS
+
+    if isinstance(spec, str):
+        if spec not in ("auto", "reference"):
+            raise ValueError(f"{where} must be 'auto', 'reference' or a mapping {{kind or module "
+                             f"name: path}}, got {spec!r}")
+        return spec
+    try:
+        pairs = dict(spec.items() if isinstance(spec, Mapping) else spec)
+    except (TypeError, ValueError):
+        raise ValueError(f"{where} must be 'auto', 'reference' or a mapping {{kind or module "
+                         f"name: path}}, got {spec!r}") from None
+    for name, path in pairs.items():
+        allowed = {STEP: STEP_PATHS, OTHERS: ("auto", "reference")}.get(name, tuple(PATHS))
+        if not isinstance(name, str) or path not in allowed:
+            raise ValueError(f"{where}[{name!r}] = {path!r}: a path is one of {allowed}")
+    return tuple(sorted(pairs.items()))
 
 
 def replace(cfg, **changes):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from .compat import LATER_MODEL_FIELDS, OLD_CONFIG_NAMES, without_later_fields
+from .compat import LATER_MODEL_FIELDS, OLD_CONFIG_NAMES, RETIRED_FIELDS, without_later_fields
 from .config import TransformerConfig
 from .config_base import ModelConfigBase
 from .free_conv_config import FreeConvConfig
@@ -54,7 +54,7 @@ def model_config_from_dict(d: dict, where=None, written_by: Optional[dict] = Non
     """
     from . import __version__
 
-    d = dict(d)
+    d = {k: v for k, v in d.items() if k not in RETIRED_FIELDS}
     name = d.pop("type", "TransformerConfig")
     name = OLD_CONFIG_NAMES.get(name, name)
     src = f"{where}: its model config" if where is not None else "the model config"

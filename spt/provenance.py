@@ -91,13 +91,23 @@ def _fixed() -> dict:
             "host": socket.gethostname()}
 
 
-def current_provenance() -> dict:
+def current_provenance(paths: dict | None = None) -> dict:
     """{spt, commit, torch, python, platform, host, device, threads, date} of this process now
-    (date: UTC, ISO 8601 to the second)."""
+    (date: UTC, ISO 8601 to the second); with `paths`, also the implementation paths each stage
+    of the result ran ({stage: {kind: path, "step": path}}, :mod:`spt.train.paths`)."""
     import torch
 
-    return {**_fixed(), "device": device(), "threads": torch.get_num_threads(),
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+    out = {**_fixed(), "device": device(), "threads": torch.get_num_threads(),
+           "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+    return out if paths is None else {**out, "paths": paths}
+
+
+def describe_paths(paths: dict) -> str:
+    """{stage: {kind: path}} as one line: "pretrain: fft_conv manual, step eager; finetune: ..."."""
+    order = ["pretrain", "finetune", "scratch"]  # as a run goes (stored files sort their keys)
+    stages = sorted(paths, key=lambda s: (order.index(s) if s in order else len(order), s))
+    return "; ".join(f"{stage}: " + ", ".join(f"{k} {v}" for k, v in paths[stage].items())
+                     for stage in stages)
 
 
 def same_code(a: dict, b: dict) -> bool:

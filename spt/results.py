@@ -19,7 +19,7 @@ import numpy as np
 import xarray as xr
 
 from .atomic import DamagedFileError, atomic_write
-from .provenance import current_provenance, describe, same_code
+from .provenance import current_provenance, describe, describe_paths, same_code
 
 # netCDF-4 files (HDF5) through the netCDF C library: the same files h5netcdf reads and writes, at
 # about 6x its speed writing and 12x reading a study cell's result (27 variables: 0.04 s against
@@ -148,14 +148,16 @@ def _provenance_records(ds: xr.Dataset) -> list[dict]:
 def provenance(ds: xr.Dataset):
     """Which code made each result in `ds` (a result file, or what load_study / load_results /
     Study.run combined): a pandas DataFrame with one row per result file, its coords (task, init,
-    seed ...) then spt, commit, torch, python, platform, host, device, threads, date. Empty values
-    for a file written before spt recorded provenance.
+    seed ...) then spt, commit, torch, python, platform, host, device, threads, date, and the
+    implementation paths each stage ran ("pretrain: fft_conv manual, step eager; finetune: ...",
+    :mod:`spt.train.paths`). Empty values for a file written before spt recorded them.
 
         provenance(load_study("results", "04_data_scales"))
     """
     import pandas as pd
 
-    rows = [{**r.get("coords", {}), **{k: v for k, v in r.items() if k != "coords"}}
+    rows = [{**r.get("coords", {}), **{k: describe_paths(v) if k == "paths" else v
+                                       for k, v in r.items() if k != "coords"}}
             for r in _provenance_records(ds)]
     return pd.DataFrame(rows)
 

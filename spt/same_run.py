@@ -8,7 +8,8 @@ Two configurations (JSON-like dicts, nested) are the same run when they are equa
 * JSON form: tuples are lists, keys sorted, other values as ``str``;
 * the fields named in ``ignore`` are left out of every dict, at any depth: by default
   :data:`spt.config.EXECUTION_FIELDS` (where and how fast a run executes: device, workers,
-  progress bar, compile, ...), which never change a result;
+  progress bar, compile, implementation paths, ...), which never change a result, and
+  :data:`spt.compat.RETIRED_FIELDS` (such settings as older files stored them);
 * a field of :data:`spt.compat.LATER_TRAIN_FIELDS` holding the value that files written before
   it existed ran with is left out, so an older file matches the configuration that made it.
 
@@ -19,15 +20,18 @@ from __future__ import annotations
 
 import json
 
-from .compat import LATER_TRAIN_FIELDS
+from .compat import LATER_TRAIN_FIELDS, RETIRED_FIELDS
 from .config import EXECUTION_FIELDS
+
+# what never separates two runs: where and how fast they execute, now and as older files stored it
+NOT_IDENTITY = EXECUTION_FIELDS | RETIRED_FIELDS
 
 # TrainConfig fields a run may resume with other values of: those that change only where and how
 # fast it runs, and max_time (a run stopped by its budget may resume with a larger one).
-RESUMABLE_FIELDS = EXECUTION_FIELDS | {"max_time"}
+RESUMABLE_FIELDS = NOT_IDENTITY | {"max_time"}
 
 
-def identity(config, ignore=EXECUTION_FIELDS):
+def identity(config, ignore=NOT_IDENTITY):
     """The form of `config` that decides whether two configurations are the same run (above)."""
     return _strip(json.loads(json.dumps(config, sort_keys=True, default=str)), frozenset(ignore))
 
@@ -41,7 +45,7 @@ def _strip(config, ignore: frozenset):
     return config
 
 
-def differences(saved, now, ignore=EXECUTION_FIELDS) -> list[tuple[str, object, object]]:
+def differences(saved, now, ignore=NOT_IDENTITY) -> list[tuple[str, object, object]]:
     """(dotted path, saved value, current value) of every field where `saved` and `now` are not
     the same run; empty when they are."""
     return _diff(identity(saved, ignore), identity(now, ignore), "")

@@ -14,6 +14,9 @@ if "TRITON_INTERPRET" not in os.environ:
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("MPLBACKEND", "agg")
 os.environ.setdefault("TQDM_DISABLE", "1")
+if "SPT_PATHS_CACHE" not in os.environ:  # measured implementation paths: never the user's cache
+    import tempfile
+    os.environ["SPT_PATHS_CACHE"] = tempfile.mkdtemp(prefix="spt-paths-")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402

@@ -1,14 +1,26 @@
 """Checks every mixer of spt.models.mixers must pass, shared by the tests/test_mixer_*.py files.
 
     same_outputs_and_grads(mixer, fast_to_ref, x, valid)   fast path == the *_ref path
+    with_paths(mixer, "ref")                               a copy at other paths (set_paths)
     padding_safe(mixer, d)                                 real positions ignore what follows them
     causal_or_both_ways(cls, d, **kw)                      causal=True sees back; False both ways
 """
 from __future__ import annotations
 
+import copy
+
 import torch
 
+from spt.kernels.paths import set_paths
 from spt.models.user_layers import check_causal
+
+
+def with_paths(module, spec):
+    """A deep copy of `module` whose modules run at the paths `spec` gives
+    (:func:`spt.kernels.paths.set_paths`: "ref" is every recurrence's loop over time)."""
+    out = copy.deepcopy(module)
+    set_paths(out, spec)
+    return out
 
 
 def outputs_and_grads(mixer, x, valid):

@@ -6,10 +6,13 @@ from test_attention import block_mask, lengths_to_valid
 
 from spt.config import ObjectiveConfig, TransformerConfig
 from spt.data.task import TaskSpec
+from spt.kernels import attention as A
+from spt.kernels.attention import alibi_bias, attention_ref, full_attention
+from spt.kernels.paths import set_paths
 from spt.model_config import model_config_from_dict, model_config_to_dict
 from spt.models import classifier_model, count_parameters, pretraining_model
-from spt.models.attention import Attention, attention_ref, full_attention
-from spt.models.positions import alibi_bias, alibi_slopes
+from spt.models.attention import Attention
+from spt.models.positions import alibi_slopes
 
 # |i - j| for L = 4, written out
 DIST4 = torch.tensor([[0., 1., 2., 3.],
@@ -53,7 +56,7 @@ def _qkv(B, H, L, D, seed):
 
 
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("backend", ["sdpa", "manual", "auto"])
+@pytest.mark.parametrize("backend", ["torch", "ref", "dense"])
 @pytest.mark.parametrize("padded", [False, True])
 def test_full_attention_with_alibi_equals_the_reference(causal, backend, padded):
     B, H, L, D = 3, 4, 11, 8
@@ -70,14 +73,15 @@ def test_full_attention_with_alibi_equals_the_reference(causal, backend, padded)
 
 
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("backend", ["sdpa", "manual"])
+@pytest.mark.parametrize("backend", ["torch", "ref", "dense"])
 @pytest.mark.parametrize("local_block,reach", [(4, None), (5, None), (None, 3), (None, 0)])
 def test_local_and_banded_attention_with_alibi_equal_the_dense_reference(causal, backend,
                                                                         local_block, reach):
     B, H, L, d = 3, 2, 13, 16
     torch.manual_seed(7)
-    att = Attention(d, H, causal=causal, local_block=local_block, reach=reach, backend=backend,
+    att = Attention(d, H, causal=causal, local_block=local_block, reach=reach,
                     alibi=True).double().eval()
+    set_paths(att, {"attention": backend})
     x = torch.randn(B, L, d, dtype=torch.float64)
     valid = lengths_to_valid([13, 9, 2], L)
     q, k, v = att.qkv(x).view(B, L, 3, H, d // H).permute(2, 0, 3, 1, 4)
@@ -135,7 +139,7 @@ def test_at_init_an_alibi_layer_favours_near_keys(causal):
     x = torch.randn(1, 1, 16).expand(1, L, 16)
     q, k, _ = att.qkv(x).view(1, L, 3, H, 4).permute(2, 0, 3, 1, 4)
     eye = torch.eye(L).expand(1, H, L, L)  # values = one-hot positions: the output is the weights
-    w = full_attention(q, k, eye, causal=causal, backend="sdpa", slopes=alibi_slopes(H))[0]
+    w = full_attention(q, k, eye, causal=causal, backend="torch", slopes=alibi_slopes(H))[0]
     i = 6
     for h in range(H):
         left = w[h, i, : i + 1].flip(0)  # distance 0, 1, ..., i to the left
@@ -164,7 +168,6 @@ def test_alibi_config_round_trips_and_is_a_positions_choice():
 def test_cuda_fast_paths_with_alibi_match_the_reference_in_bf16(causal):
     """SDPA on CUDA and flash-attn's alibi_slopes (when installed) vs the float32 reference with
     the bias: at most ~2x the error of torch's own bf16 reference computation."""
-    from spt.models import attention as A
     H, L = 4, 256
     q, k, v = (t.float().cuda() for t in _qkv(2, H, L, 64, seed=3))
     bias = _bias(H, L).float().cuda()
@@ -172,7 +175,7 @@ def test_cuda_fast_paths_with_alibi_match_the_reference_in_bf16(causal):
     lo = [t.bfloat16() for t in (q, k, v)]
     torch_err = (attention_ref(*lo, causal=causal, bias=bias).float() - ref).abs().max()
     slopes = alibi_slopes(H, "cuda")
-    for backend in ["sdpa"] + (["flash"] if A.FLASH_AVAILABLE else []):
+    for backend in ["torch"] + (["library"] if A.FLASH_AVAILABLE else []):
         out = full_attention(*lo, causal=causal, backend=backend, slopes=slopes).float()
         assert (out - ref).abs().max() <= 2 * torch_err + 1e-3, backend
 

@@ -1,9 +1,11 @@
-"""Attention backends agree with the plain-torch reference; local attention equals dense attention
+"""Attention paths agree with the plain-torch reference; local attention equals dense attention
 under the equivalent mask; padded keys are never attended."""
 import pytest
 import torch
 
-from spt.models.attention import Attention, attention_ref, full_attention, local_attention
+from spt.kernels import attention as A
+from spt.kernels.attention import attention_ref, full_attention, local_attention
+from spt.models.attention import Attention
 
 
 def rand_qkv(B=2, H=3, L=37, D=8, seed=0):
@@ -30,7 +32,7 @@ def test_sdpa_matches_manual_reference(causal):
     q, k, v = rand_qkv()
     valid = lengths_to_valid([37, 20], 37)
     ref = attention_ref(q, k, v, valid, causal)
-    out = full_attention(q, k, v, valid, causal, backend="sdpa")
+    out = full_attention(q, k, v, valid, causal, backend="torch")
     keep = valid[:, None, :, None]  # padded query rows are unused
     torch.testing.assert_close(out * keep, ref * keep, rtol=1e-5, atol=1e-5)
 
@@ -41,7 +43,7 @@ def test_local_attention_equals_dense_with_block_mask(causal, L, W):
     q, k, v = rand_qkv(L=L, seed=L + W)
     valid = lengths_to_valid([L, max(1, L - 11)], L)
     dense = attention_ref(q, k, v, valid, causal=False, allowed=block_mask(L, W, causal))
-    for backend in ("sdpa", "manual"):
+    for backend in ("torch", "ref", "dense"):
         out = local_attention(q, k, v, W, valid, causal, backend=backend)
         keep = valid[:, None, :, None]
         torch.testing.assert_close(out * keep, dense * keep, rtol=1e-5, atol=1e-5)
@@ -96,13 +98,11 @@ def test_attention_dropout_is_only_active_in_training():
     assert not torch.allclose(attn(x), attn(x))
 
 
-def test_flash_backend_requested_without_flash_attn_is_a_clear_error():
-    from spt.models import attention as A
-    if A.FLASH_AVAILABLE:
-        pytest.skip("flash-attn is installed here")
+def test_the_library_path_where_flash_attn_cannot_run_is_a_clear_error():
     q, k, v = rand_qkv()
-    with pytest.raises(RuntimeError, match="flash-attn is not installed"):
-        full_attention(q, k, v, backend="flash")
+    want = "flash-attn is not installed" if not A.FLASH_AVAILABLE else "runs on CUDA only"
+    with pytest.raises(RuntimeError, match=want):
+        full_attention(q, k, v, backend="library")
 
 
 @pytest.mark.gpu
@@ -110,12 +110,11 @@ def test_flash_backend_requested_without_flash_attn_is_a_clear_error():
 def test_cuda_fast_paths_match_reference_in_bf16(causal):
     """flash-attn (when installed) and SDPA on CUDA vs the float32 reference: at most ~2x the error
     of torch's own bf16 reference computation."""
-    from spt.models import attention as A
     q, k, v = (t.cuda() for t in rand_qkv(B=2, H=4, L=256, D=64))
     ref = attention_ref(q, k, v, causal=causal)
     lo = [t.bfloat16() for t in (q, k, v)]
     torch_err = (attention_ref(*lo, causal=causal).float() - ref).abs().max()
-    backends = ["sdpa"] + (["flash"] if A.FLASH_AVAILABLE else [])
+    backends = ["torch"] + (["library"] if A.FLASH_AVAILABLE else [])
     for backend in backends:
         out = full_attention(*lo, causal=causal, backend=backend).float()
         assert (out - ref).abs().max() <= 2 * torch_err + 1e-3, backend
@@ -124,12 +123,12 @@ def test_cuda_fast_paths_match_reference_in_bf16(causal):
     assert (out - dense).abs().max() <= 2 * torch_err + 1e-3
 
 
-# ------------------------------------------- the backend is chosen without reading the mask
-@pytest.mark.parametrize("backend", ["sdpa", "manual", "auto"])
+# ------------------------------------------- the path never reads the mask
+@pytest.mark.parametrize("backend", ["torch", "ref", "dense"])
 @pytest.mark.parametrize("causal", [False, True])
 def test_padded_outputs_and_gradients_match_the_reference(backend, causal):
-    """Through the no-sync backend choice: outputs and q/k/v gradients on real positions equal
-    attention_ref's on random padded inputs."""
+    """Outputs and q/k/v gradients on real positions equal attention_ref's on random padded
+    inputs."""
     q, k, v = rand_qkv(L=29, seed=5)
     valid = lengths_to_valid([29, 11], 29)
     keep = valid[:, None, :, None].float()
@@ -144,7 +143,7 @@ def test_padded_outputs_and_gradients_match_the_reference(backend, causal):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("backend", ["sdpa", "manual", "auto"])
+@pytest.mark.parametrize("backend", ["torch", "ref", "dense"])
 @pytest.mark.parametrize("causal", [False, True])
 def test_no_mask_is_the_same_as_an_all_true_mask(backend, causal):
     """valid=None (the engine's choice for unpadded batches) gives what an all-True mask gives."""
@@ -158,11 +157,10 @@ def test_no_mask_is_the_same_as_an_all_true_mask(backend, causal):
                                rtol=1e-6, atol=1e-6)
 
 
-def test_auto_backend_never_reads_the_mask(monkeypatch):
-    """'auto' decides flash vs SDPA from Python facts only: the mask is handed to SDPA as it is,
-    and no method that reads its values (all / any / item / bool) is called on it."""
-    from spt.models import attention as A
-    monkeypatch.setattr(A, "FLASH_AVAILABLE", True)  # as on a machine with flash-attn ...
+def test_the_library_path_never_reads_the_mask(monkeypatch):
+    """"library" decides flash vs SDPA from Python facts only: a padded batch's mask is handed to
+    SDPA as it is, and no method that reads its values (all / any / item / bool) is called."""
+    monkeypatch.setattr(A, "flash_unavailable", lambda q: None)  # as on a GPU with flash-attn ...
 
     def no_flash(*a, **kw):  # ... but a masked batch must never get here
         raise AssertionError("flash-attn was called with a padding mask")
@@ -177,7 +175,7 @@ def test_auto_backend_never_reads_the_mask(monkeypatch):
         def all(self, *a, **kw):
             raise AssertionError("key_valid.all() was called")
 
-    full_attention(q, k, v, valid.as_subclass(Untouchable), backend="auto")
+    full_attention(q, k, v, valid.as_subclass(Untouchable), backend="library")
 
 
 # ------------------------------------------- where every key is a neighbour: dense attention
@@ -202,7 +200,7 @@ def outputs_and_grads(fn, q, k, v, keep):
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("alibi", [False, True])
 @pytest.mark.parametrize("L", [8, 15, 16, 17])  # W, 2W - 1, 2W, 2W + 1 (three blocks: not dense)
-@pytest.mark.parametrize("backend", ["sdpa", "manual"])
+@pytest.mark.parametrize("backend", ["torch", "ref", "dense"])
 def test_local_attention_around_the_dense_boundary_equals_the_reference(causal, alibi, L, backend):
     """Outputs and q/k/v gradients equal attention_ref under the explicit neighbour mask, padded,
     with and without ALiBi, on both sides of ceil(L / W) = 2."""
@@ -231,7 +229,6 @@ def test_a_dense_pattern_is_full_attention_with_the_same_arguments(monkeypatch, 
                                                                    band, dense):
     """ceil(L / W) <= 2 (and a band reaching every key, w >= L - 1) hands the call to
     full_attention, arguments unchanged; otherwise the neighbour-block path runs."""
-    from spt.models import attention as A
     seen = []
     real = A.full_attention
 
@@ -242,21 +239,24 @@ def test_a_dense_pattern_is_full_attention_with_the_same_arguments(monkeypatch, 
     q, k, v = rand_qkv(L=L, H=2)
     valid = lengths_to_valid([L, L - 1], L)
     slopes = torch.tensor([0.5, 0.25])
-    out = A.local_attention(q, k, v, W, valid, causal, 0.0, "sdpa", band=band, slopes=slopes)
-    assert (seen == [((valid, causal, 0.0, "sdpa", slopes), {})]) == dense
+    out = A.local_attention(q, k, v, W, valid, causal, 0.0, "torch", band=band, slopes=slopes)
+    assert (seen == [((valid, causal, 0.0, "torch", slopes), {})]) == dense
     keep = valid[:, None, :, None]
     want = attention_ref(q, k, v, valid, allowed=pattern_mask(L, W, causal, band),
                          bias=A.alibi_bias(slopes, torch.arange(L), torch.arange(L)))
     torch.testing.assert_close(out * keep, want * keep, rtol=1e-5, atol=1e-5)
 
 
-def test_dense_pattern_with_flash_and_a_mask_runs_through_auto(monkeypatch):
-    """local_attention takes padded batches under every backend: an explicit "flash" with a key
-    mask on a dense pattern goes to full_attention as "auto" (SDPA for masked batches)."""
-    from spt.models import attention as A
+def test_a_dense_pattern_keeps_the_library_path_and_a_padded_batch_runs_sdpa(monkeypatch):
+    """local_attention hands a dense pattern to full_attention with its path, "library" too; there
+    a padded batch runs SDPA, an unpadded one flash-attn."""
     seen = []
-    monkeypatch.setattr(A, "full_attention", lambda *a, **kw: seen.append(a[6]) or a[0])
+    monkeypatch.setattr(A, "flash_unavailable", lambda q: None)
+    monkeypatch.setattr(A, "_flash_attn_func", lambda *a, **kw: seen.append("flash") or a[0])
     q, k, v = rand_qkv(L=12)
-    A.local_attention(q, k, v, 8, lengths_to_valid([12, 7], 12), backend="flash")
-    A.local_attention(q, k, v, 8, None, backend="flash")
-    assert seen == ["auto", "flash"]
+    valid = lengths_to_valid([12, 7], 12)
+    torch.testing.assert_close(A.local_attention(q, k, v, 8, valid, backend="library"),
+                               A.local_attention(q, k, v, 8, valid, backend="torch"))
+    assert seen == []
+    A.local_attention(q, k, v, 8, None, backend="library")
+    assert seen == ["flash"]

@@ -38,8 +38,12 @@ def test_gpu_report_rehearsal_on_cpu_runs_every_section(tmp_path):
     assert env["cuda_available"] == "False" and float(env["copy_gbs"]) > 0
     assert "card: none (CPU)" in text and f"commit {env['commit']}" in text
     steps = _rows(out / "throughput.csv")
-    assert {r["backends"] for r in steps} == {"default", "gemm+manual"}
+    assert {r["backends"] for r in steps} == {"default", "gemm+manual", "paths"}
     assert {r["mode"] for r in steps if r["backends"] == "default"} == {"eager", "graphs"}
+    paths = [r for r in steps if r["backends"] == "paths"]  # bench/paths.py's two smoke rows
+    assert len(paths) == 2 and all(float(r["auto_ms"]) > 0 and float(r["best_ms"]) > 0
+                                   and float(r["overhead_s"]) > 0 for r in paths)
+    assert "measured paths within 1.05x of the best fixed paths on every paper row" in text
     tests = _rows(out / "tests.csv")
     assert tests and all(t["outcome"] == "skipped" for t in tests)  # gpu tests, no GPU
     assert {t["test"].split("::")[0] for t in tests} >= {"tests.test_attention", "tests.test_mixer_gla"}

@@ -1,5 +1,6 @@
-"""TrainConfig.cuda_graphs: the micro-step over static buffers (spt.train.graphs) trains exactly like
-the eager step. On a CPU that path runs without capture; the GPU tests capture and replay it."""
+"""The step's path "graphs" (TrainConfig.paths): the micro-step over static buffers
+(spt.train.graphs) trains exactly like the eager step. On a CPU that path runs without capture; the
+GPU tests capture and replay it."""
 import dataclasses
 
 import pytest
@@ -13,7 +14,7 @@ from spt.models.model import pretraining_model
 from spt.ssm_config import SSMConfig
 from spt.train import distributed as D
 from spt.train import pretrain, train_from_scratch
-from spt.train.graphs import GraphedStep, use_graphs
+from spt.train.graphs import GraphedStep
 from spt.train.objectives import Denoising
 from spt.train.optim import build_optimizer
 from spt.train.passes import autocast
@@ -142,9 +143,10 @@ def test_fit_with_cuda_graphs_trains_exactly_like_eager(task, tmp_path, model, s
             return pretrain(task, model, OBJ, c, out)
         return train_from_scratch(task, model, c, out)
     a = run(cfg(accum_steps=2), tmp_path / "eager")
-    b = run(cfg(accum_steps=2, cuda_graphs=True), tmp_path / "graphs")
+    b = run(cfg(accum_steps=2, paths={"step": "graphs"}), tmp_path / "graphs")
     assert a.steps == b.steps == 2 * 2
-    assert len(calls) == 2 * 3  # every micro-batch of the cuda_graphs run, none of the eager one
+    assert a.paths["step"] == "eager" and b.paths["step"] == "graphs"
+    assert len(calls) == 2 * 3  # every micro-batch of the captured run, none of the eager one
     for k in a.history.data_vars:
         if k != "time":
             assert a.history[k].values.tolist() == b.history[k].values.tolist(), k
@@ -158,44 +160,32 @@ def test_fit_with_cuda_graphs_trains_exactly_like_eager(task, tmp_path, model, s
             assert torch.equal(sa[k], sb[k]), k
 
 
-def test_the_switch_is_checked_and_the_default_decides_eager_for_now():
-    with pytest.raises(ValueError, match="cuda_graphs"):
-        TrainConfig(cuda_graphs=True, compile=True)
-    with pytest.raises(ValueError, match="cuda_graphs"):
-        TrainConfig(cuda_graphs=True, grad_checkpointing=True)
-    with pytest.raises(ValueError, match="cuda_graphs"):
-        TrainConfig(cuda_graphs="yes")
+def test_the_step_path_is_checked():
+    with pytest.raises(ValueError, match="compile=True or grad_checkpointing=True"):
+        TrainConfig(paths={"step": "graphs"}, compile=True)
+    with pytest.raises(ValueError, match="compile=True or grad_checkpointing=True"):
+        TrainConfig(paths={"step": "graphs"}, grad_checkpointing=True)
+    with pytest.raises(ValueError, match="TrainConfig.paths\\['step'\\] = 'yes'"):
+        TrainConfig(paths={"step": "yes"})
     m = nn.Linear(2, 2)
-    cuda = torch.device("cuda")
-    assert TrainConfig().cuda_graphs is None and not use_graphs(TrainConfig(), m, cuda)
-    assert use_graphs(TrainConfig(cuda_graphs=True), m, torch.device("cpu"))
-    assert not use_graphs(TrainConfig(cuda_graphs=False), m, cuda)
     with pytest.raises(ValueError, match="torchrun"):
-        GraphedStep(m, m, None, TrainConfig(cuda_graphs=True), torch.device("cpu"),
+        GraphedStep(m, m, None, TrainConfig(), torch.device("cpu"),
                     env=D.DistEnv(rank=0, world_size=2))
 
 
-def test_a_measured_size_limit_switches_the_default_on_for_small_models_on_cuda(monkeypatch):
-    monkeypatch.setattr(G, "AUTO_MAX_PARAMS", 10)
-    small, large, cuda = nn.Linear(2, 2), nn.Linear(8, 8), torch.device("cuda")
-    assert use_graphs(TrainConfig(), small, cuda) and not use_graphs(TrainConfig(), large, cuda)
-    assert not use_graphs(TrainConfig(), small, torch.device("cpu"))
-    assert not use_graphs(TrainConfig(compile=True), small, cuda)
-    assert not use_graphs(TrainConfig(cuda_graphs=False), small, cuda)
-
-
-def test_an_old_config_without_the_field_is_the_same_run():
-    from spt.config import EXECUTION_FIELDS, LATER_TRAIN_FIELDS, to_dict
+def test_an_old_config_with_cuda_graphs_is_the_same_run():
+    """cuda_graphs (True, False or None), the step's switch before paths, never separates runs."""
+    from spt.config import to_dict
     from spt.same_run import differences
-    assert "cuda_graphs" in EXECUTION_FIELDS and LATER_TRAIN_FIELDS["cuda_graphs"] is None
-    now = to_dict(cfg(cuda_graphs=True))
-    old = {k: v for k, v in now.items() if k != "cuda_graphs"}
-    assert differences({"train_config": old}, {"train_config": now}) == []
+    now = to_dict(cfg(paths={"step": "graphs"}))
+    for value in (True, False, None):
+        old = {**{k: v for k, v in now.items() if k != "paths"}, "cuda_graphs": value}
+        assert differences({"train_config": old}, {"train_config": now}) == []
 
 
 # ------------------------------------------------------------------ captured on CUDA
 @pytest.mark.gpu
-@pytest.mark.parametrize("model", [dataclasses.replace(TINY, dropout=0.2, attention="sdpa"),
+@pytest.mark.parametrize("model", [dataclasses.replace(TINY, dropout=0.2),
                                    dataclasses.replace(S4, dropout=0.1)],
                          ids=["transformer-dropout", "s4d-batchnorm"])
 @pytest.mark.parametrize("accum", [1, 2])
@@ -215,10 +205,10 @@ def test_fit_with_cuda_graphs_on_cuda(task, tmp_path, monkeypatch):
     real = GraphedStep._capture
     monkeypatch.setattr(GraphedStep, "_capture",
                         lambda self, shape, sig: captured.append(sig) or real(self, shape, sig))
-    model = dataclasses.replace(TINY, dropout=0.1, attention="sdpa")
-    c = dict(epochs=4, accum_steps=2, device="cuda")
+    model = dataclasses.replace(TINY, dropout=0.1)
+    c = dict(epochs=4, accum_steps=2, device="cuda", paths="reference")
     a = pretrain(task, model, OBJ, cfg(**c), tmp_path / "eager")
-    b = pretrain(task, model, OBJ, cfg(**c, cuda_graphs=True), tmp_path / "graphs")
+    b = pretrain(task, model, OBJ, cfg(**{**c, "paths": {"step": "graphs"}}), tmp_path / "graphs")
     assert len(captured) == 2  # batches of 16 and the last one of 4 (no padding: valid None)
     for (k, pa), pb in zip(a.model.state_dict().items(), b.model.state_dict().values()):
         torch.testing.assert_close(pb, pa, rtol=1e-4, atol=1e-5, msg=k)

@@ -1,5 +1,6 @@
-"""local_backend="flex" (spt.models.local_flex): the same function as the gather path and the plain
-reference, outputs and gradients; its block-sparse tiles cover exactly what the pattern allows.
+"""The local-attention path "flex" (spt.kernels.local_flex) and "dense": the same function as the
+gather path and the plain reference, outputs and gradients; flex's block-sparse tiles cover exactly
+what the pattern allows.
 
 On the CPU flex_attention runs eagerly (all scores computed, the BlockMask unused), so the tiles
 are checked on their own against the tiles of the dense pattern. torch refuses its backward on the
@@ -10,11 +11,12 @@ import torch
 import torch.nn.functional as F
 from test_attention import lengths_to_valid, outputs_and_grads, pattern_mask, rand_qkv
 
-from spt.config import TransformerConfig
-from spt.models import attention as A
-from spt.models.attention import Attention, attention_ref, local_attention
-from spt.models.local_flex import neighbour_block_mask, pattern_tiles
-from spt.models.positions import alibi_bias, alibi_slopes
+from spt.kernels import attention as A
+from spt.kernels.attention import alibi_bias, attention_ref, local_attention
+from spt.kernels.local_flex import neighbour_block_mask, pattern_tiles
+from spt.kernels.paths import set_paths
+from spt.models.attention import Attention
+from spt.models.positions import alibi_slopes
 
 pytestmark = pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
 
@@ -34,8 +36,8 @@ def test_flex_equals_gather_equals_the_reference(monkeypatch, causal, alibi, L, 
     slopes = alibi_slopes(H) if alibi else None
     bias = alibi_bias(slopes, torch.arange(L), torch.arange(L)) if alibi else None
     runs = {lb: outputs_and_grads(lambda *t: local_attention(*t, W, valid, causal, band=band,
-                                                             slopes=slopes, local_backend=lb),
-                                  q, k, v, keep) for lb in ("flex", "gather")}
+                                                             slopes=slopes, backend=lb),
+                                  q, k, v, keep) for lb in ("flex", "torch", "dense")}
     ref = outputs_and_grads(lambda *t: attention_ref(*t, valid, allowed=pattern_mask(L, W, causal,
                                                                                     band),
                                                      bias=bias), q, k, v, keep)
@@ -82,41 +84,39 @@ def test_tiles_cover_exactly_the_allowed_pairs(causal, L, W, band, tile, padded)
 
 
 def test_flex_falls_back_to_gather_where_it_cannot_run(monkeypatch):
-    """dropout > 0, CPU inputs that require grad and backend "manual" (the reference) run the
-    gather path, and give its result."""
+    """dropout > 0 and CPU inputs that require grad run the gather path, and give its result."""
     calls = []
     monkeypatch.setattr(A, "local_attention_flex", lambda *a, **kw: calls.append(a) or a[0])
     q, k, v = rand_qkv(L=30)
-    local_attention(q, k, v, 8, dropout_p=0.1, local_backend="flex")
-    local_attention(q, k, v, 8, backend="manual", local_backend="flex")
+    local_attention(q, k, v, 8, dropout_p=0.1, backend="flex")
     grad_q = q.clone().requires_grad_()
-    torch.testing.assert_close(local_attention(grad_q, k, v, 8, local_backend="flex"),
+    torch.testing.assert_close(local_attention(grad_q, k, v, 8, backend="flex"),
                                local_attention(q, k, v, 8))
     assert calls == []
-    local_attention(q, k, v, 8, local_backend="flex")
+    local_attention(q, k, v, 8, backend="flex")
     assert len(calls) == 1
 
 
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("local_block,reach", [(8, None), (None, 4)])
-def test_attention_module_with_flex_equals_gather(causal, local_block, reach):
+def test_attention_module_on_every_local_path_equals_gather(causal, local_block, reach):
     torch.manual_seed(3)
-    mods = [Attention(16, 2, causal=causal, local_block=local_block, reach=reach, alibi=True,
-                      local_backend=lb).eval() for lb in ("gather", "flex")]
-    mods[1].load_state_dict(mods[0].state_dict())
+    base = Attention(16, 2, causal=causal, local_block=local_block, reach=reach, alibi=True).eval()
     x = torch.randn(2, 35, 16)
     valid = lengths_to_valid([35, 22], 35)
     keep = valid[..., None]
-    torch.testing.assert_close(mods[1](x, valid) * keep, mods[0](x, valid) * keep,
-                               rtol=1e-5, atol=1e-5)
+    want = base(x, valid) * keep
+    for path in ("flex", "dense", "ref"):
+        assert set_paths(base, {"attention": path}) == {"": path}
+        torch.testing.assert_close(base(x, valid) * keep, want, rtol=1e-5, atol=1e-5)
 
 
-def test_a_wrong_local_backend_is_a_clear_error():
+def test_a_wrong_local_path_is_a_clear_error():
     q, k, v = rand_qkv(L=30)
-    with pytest.raises(ValueError, match="local_backend='triton' is not one of"):
-        local_attention(q, k, v, 8, local_backend="triton")
-    with pytest.raises(ValueError, match="TransformerConfig.local_backend"):
-        TransformerConfig(local_backend="triton")
+    with pytest.raises(ValueError, match="path must be one of"):
+        local_attention(q, k, v, 8, backend="triton")
+    with pytest.raises(ValueError, match="path must be one of"):
+        set_paths(Attention(16, 2, local_block=8), {"attention": "triton"})
 
 
 @pytest.mark.gpu
@@ -140,7 +140,7 @@ def test_compiled_flex_on_cuda_matches_the_reference_in_bf16(causal, band):
     lo = [t.bfloat16() for t in (q, k, v)]
     torch_bf16 = outputs_and_grads(ref, *lo, keep)
     got = outputs_and_grads(lambda *t: local_attention(*t, W, valid, causal, band=band,
-                                                       slopes=slopes, local_backend="flex"),
+                                                       slopes=slopes, backend="flex"),
                             *lo, keep)
     for g, t, w in zip(got, torch_bf16, want):
         assert (g.float() - w).abs().max() <= 2 * (t.float() - w).abs().max() + 1e-3

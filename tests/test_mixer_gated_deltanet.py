@@ -5,14 +5,13 @@ decay hints, the model config, and fla's CUDA kernel against spt's form on a GPU
 import pytest
 import torch
 import torch.nn.functional as F
-from mixer_checks import causal_or_both_ways, padded_batch, padding_safe, same_outputs_and_grads
+from mixer_checks import causal_or_both_ways, padded_batch, padding_safe, same_outputs_and_grads, with_paths
 
 from spt.data.task import TaskSpec
 from spt.kernels.delta_rule import gated_delta_rule, gated_delta_rule_ref
 from spt.kernels.library import fla_one_config
 from spt.mixer_config import GatedDeltaNetConfig
 from spt.model_config import model_config_from_dict, model_config_to_dict
-from spt.models.mixers.common import with_reference, with_scan_backend
 from spt.models.mixers.gated_deltanet import GatedDeltaNet
 from spt.models.model import classifier_model
 
@@ -119,7 +118,7 @@ def test_kernel_branch_calls_fla_as_its_signature_says(causal, monkeypatch):
     naive = pytest.importorskip("fla.ops.gated_delta_rule.naive")
     torch.manual_seed(0)
     mixer = GatedDeltaNet(D, causal=causal, **SMALL)
-    ref = with_reference(mixer)
+    ref = with_paths(mixer, "ref")
     from spt.kernels import delta_rule
     asked = []
 
@@ -140,7 +139,7 @@ def test_fast_path_equals_reference_padded_both_directions(causal):
     torch.manual_seed(0)
     mixer = GatedDeltaNet(D, causal=causal, **SMALL)
     x, valid = padded_batch(D)
-    same_outputs_and_grads(mixer, with_reference(mixer), x, valid)
+    same_outputs_and_grads(mixer, with_paths(mixer, "ref"), x, valid)
 
 
 @pytest.mark.parametrize("causal", [True, False])
@@ -230,7 +229,7 @@ def test_fla_cuda_kernel_equals_spt_form():
     torch.manual_seed(0)
     for causal in (True, False):
         mixer = GatedDeltaNet(64, causal=causal, **SMALL).cuda()
-        library, spt_form = with_scan_backend(mixer, "library"), with_scan_backend(mixer, "torch")
+        library, spt_form = with_paths(mixer, "library"), with_paths(mixer, "torch")
         x, valid = padded_batch(64, lengths=(200, 131, 64))
         y1, gx1, g1 = _outputs_and_grads(library, x.cuda(), valid.cuda())
         y2, gx2, g2 = _outputs_and_grads(spt_form, x.cuda(), valid.cuda())

@@ -5,14 +5,13 @@ its loop path, padding, causality, and a classifier built from GLAConfig."""
 import pytest
 import torch
 import torch.nn.functional as F
-from mixer_checks import causal_or_both_ways, padded_batch, padding_safe, same_outputs_and_grads
+from mixer_checks import causal_or_both_ways, padded_batch, padding_safe, same_outputs_and_grads, with_paths
 
 from spt.data.task import TaskSpec
 from spt.kernels.gla import gla, gla_ref
 from spt.kernels.library import fla_one_config
 from spt.mixer_config import GLAConfig
 from spt.model_config import model_config_from_dict, model_config_to_dict
-from spt.models.mixers.common import with_reference
 from spt.models.mixers.gla import GLA
 from spt.models.model import classifier_model
 
@@ -83,7 +82,7 @@ def test_fast_path_equals_reference_padded_both_directions(causal):
     torch.manual_seed(0)
     mixer = GLA(D, causal=causal, n_heads=2, gate_rank=4, gate_norm=2.0)
     x, valid = padded_batch(D)
-    same_outputs_and_grads(mixer, with_reference(mixer), x, valid)
+    same_outputs_and_grads(mixer, with_paths(mixer, "ref"), x, valid)
 
 
 @pytest.mark.parametrize("causal", [True, False])

@@ -4,12 +4,11 @@ hints, and a classifier built from LRUConfig."""
 
 import pytest
 import torch
-from mixer_checks import causal_or_both_ways, padded_batch, padding_safe, same_outputs_and_grads
+from mixer_checks import causal_or_both_ways, padded_batch, padding_safe, same_outputs_and_grads, with_paths
 
 from spt.data.task import TaskSpec
 from spt.mixer_config import LRUConfig
 from spt.model_config import model_config_from_dict, model_config_to_dict
-from spt.models.mixers.common import with_reference
 from spt.models.mixers.lru import LRU, LRUCore
 from spt.models.model import classifier_model
 
@@ -49,7 +48,7 @@ def test_fast_path_equals_reference_padded_both_directions(causal):
     torch.manual_seed(0)
     mixer = LRU(D, causal=causal, d_state=8, r_min=0.5)
     x, valid = padded_batch(D)
-    same_outputs_and_grads(mixer, with_reference(mixer), x, valid)
+    same_outputs_and_grads(mixer, with_paths(mixer, "ref"), x, valid)
 
 
 @pytest.mark.parametrize("causal", [True, False])

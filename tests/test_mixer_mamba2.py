@@ -4,13 +4,12 @@ model built from a Mamba2Config."""
 import pytest
 import torch
 import torch.nn.functional as F
-from mixer_checks import causal_or_both_ways, padded_batch, padding_safe, same_outputs_and_grads
+from mixer_checks import causal_or_both_ways, padded_batch, padding_safe, same_outputs_and_grads, with_paths
 
 from spt.data.task import TaskSpec
 from spt.kernels.ssd import ssd, ssd_ref
 from spt.mixer_config import Mamba2Config
 from spt.model_config import model_config_from_dict, model_config_to_dict
-from spt.models.mixers.common import with_reference, with_scan_backend
 from spt.models.mixers.mamba2 import Mamba2
 from spt.models.model import classifier_model
 
@@ -90,7 +89,7 @@ def test_fast_path_equals_reference_padded_both_directions(causal):
     torch.manual_seed(0)
     mixer = Mamba2(D, causal=causal, **KW)
     x, valid = padded_batch(D)
-    same_outputs_and_grads(mixer, with_reference(mixer), x, valid)
+    same_outputs_and_grads(mixer, with_paths(mixer, "ref"), x, valid)
 
 
 @pytest.mark.parametrize("causal", [True, False])
@@ -146,8 +145,8 @@ def test_cuda_kernel_equals_spt_form():
         pytest.skip("needs a CUDA device")
     for causal in (True, False):
         torch.manual_seed(3)
-        mixer = with_scan_backend(Mamba2(D, causal=causal, **KW).cuda(), "torch")
-        library = with_scan_backend(mixer, "library")
+        mixer = with_paths(Mamba2(D, causal=causal, **KW).cuda(), "torch")
+        library = with_paths(mixer, "library")
         x, valid = padded_batch(D)
         x_torch = x.cuda().requires_grad_()
         x_lib = x.cuda().requires_grad_()

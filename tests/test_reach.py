@@ -4,8 +4,10 @@ import pytest
 import torch
 
 from spt.config import TransformerConfig
+from spt.kernels.attention import attention_ref
 from spt.kernels.fftconv import direct_conv_ref, fft_conv
-from spt.models.attention import Attention, attention_ref
+from spt.kernels.paths import set_paths
+from spt.models.attention import Attention
 from spt.models.model import build_layers
 from spt.models.ssm import cap_reach
 from spt.ssm_config import SSMConfig
@@ -19,10 +21,11 @@ def _band(L: int, w: int, causal: bool) -> torch.Tensor:
 
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("w,L", [(0, 9), (1, 9), (3, 10), (4, 16), (12, 10)])
-@pytest.mark.parametrize("backend", ["sdpa", "manual"])
+@pytest.mark.parametrize("backend", ["torch", "ref", "dense"])
 def test_banded_attention_matches_the_reference(causal, w, L, backend):
     torch.manual_seed(w * 31 + L)
-    att = Attention(16, 2, causal=causal, reach=w, backend=backend).eval()
+    att = Attention(16, 2, causal=causal, reach=w).eval()
+    set_paths(att, {"attention": backend})
     x = torch.randn(3, L, 16, dtype=torch.float64)
     valid = torch.ones(3, L, dtype=torch.bool)
     valid[1, L - 3:] = False  # right padding
@@ -67,11 +70,12 @@ def test_a_stack_relates_inputs_at_most_n_layers_times_reach_apart(kind, causal)
     L, w, n, t = 40, 3, 2, 20
     if kind == "transformer":
         cfg = TransformerConfig(d_model=16, n_layers=n, n_heads=2, d_ff=32, reach=w,
-                                causal=causal, max_len=L, attention="manual")
+                                causal=causal, max_len=L)
     else:
         cfg = SSMConfig(kind=kind, d_model=8, n_layers=n, d_state=8, reach=w, causal=causal,
                         max_len=L)
     layers = build_layers(cfg).double().eval()
+    set_paths(layers, "ref")  # attention written out: exact zeros where a key is not allowed
     lo, hi = t - n * w, (t if causal else t + n * w)
     assert _support(layers, L, t, cfg.d_model) == list(range(lo, hi + 1))
 

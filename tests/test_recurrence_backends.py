@@ -1,14 +1,15 @@
-"""The recurrences' ``backend=`` (spt.kernels.library): "torch" and "ref" agree (outputs and
-gradients, padded), "auto" on the CPU is "torch" exactly, a bad name and "library" off CUDA give
-clear errors; the mixers choose through a plain ``backend`` attribute that with_reference sets;
-and, on a GPU, each library kernel against spt's form."""
+"""The recurrences' paths (``backend=``, spt.kernels.library): "torch" and "ref" agree (outputs and
+gradients, padded), "torch" is the default, a bad name and "library" off CUDA give clear errors;
+the mixers' cores hold their path in a plain attribute that set_paths sets; and, on a GPU, each
+library kernel against spt's form."""
 import pytest
 import torch
 import torch.nn.functional as F
 
 from spt.kernels import gated_delta_rule, gla, linear_scan, selective_scan, ssd
-from spt.kernels.library import RECURRENCE_BACKENDS, fla_one_config
-from spt.models.mixers.common import with_reference
+from spt.kernels.library import RECURRENCE_PATHS, fla_one_config
+from spt.kernels.paths import set_paths
+from spt.kernels.scan import LINEAR_SCAN_PATHS
 from spt.models.mixers.gated_deltanet import GatedDeltaNet
 from spt.models.mixers.gla import GLA
 from spt.models.mixers.lru import LRU
@@ -86,23 +87,20 @@ def test_torch_equals_ref_outputs_and_gradients(name):
 
 
 @pytest.mark.parametrize("name", CASES)
-def test_auto_on_the_cpu_is_torch_exactly(name):
+def test_the_default_is_the_torch_path(name):
     fn, make = CASES[name]
     args, kw = _inputs(make, seed=2, dtype=torch.float32)
-    y1, g1 = _run(fn, args, kw, "auto")
-    y2, g2 = _run(fn, args, kw, "torch")
-    assert torch.equal(y1, y2)
-    assert all(torch.equal(a, b) for a, b in zip(g1, g2))
-    assert torch.equal(fn(*args, **kw), y1)  # the default is "auto"
+    y1, _ = _run(fn, args, kw, "torch")
+    assert torch.equal(fn(*args, **kw), y1)
 
 
 @pytest.mark.parametrize("name", CASES)
 def test_a_bad_backend_name_lists_the_choices(name):
     fn, make = CASES[name]
     args, kw = _inputs(make, seed=3)
-    with pytest.raises(ValueError, match=f"{name}: backend must be one of") as err:
+    with pytest.raises(ValueError, match=f"{name}: path must be one of") as err:
         fn(*args, **kw, backend="triton")
-    choices = ("auto", "torch", "ref") if name == "linear_scan" else RECURRENCE_BACKENDS
+    choices = LINEAR_SCAN_PATHS if name == "linear_scan" else RECURRENCE_PATHS
     assert all(repr(c) in str(err.value) for c in choices)
 
 
@@ -110,13 +108,13 @@ def test_a_bad_backend_name_lists_the_choices(name):
 def test_library_on_the_cpu_says_why_and_what_to_do(name):
     fn, make = CASES[name]
     args, kw = _inputs(make, seed=4)
-    if name == "linear_scan":
-        with pytest.raises(ValueError, match="linear_scan: no library kernel exists"):
+    if name == "linear_scan":  # it has no library kernel: not one of its paths
+        with pytest.raises(ValueError, match="linear_scan: path must be one of \\('torch', 'ref'\\)"):
             fn(*args, **kw, backend="library")
         return
     package = "mamba-ssm" if name in ("selective_scan", "ssd") else "fla-core"
-    with pytest.raises(ValueError, match=f"{name}: backend='library' runs .*pip install "
-                                         f"{package}.*CUDA kernel.*inputs are on cpu.*backend='auto'"):
+    with pytest.raises(ValueError, match=f"{name}: the path 'library' runs .*pip install "
+                                         f"{package}.*CUDA kernel.*inputs are on cpu.*path 'torch'"):
         fn(*args, **kw, backend="library")
 
 
@@ -128,13 +126,15 @@ MIXERS = {"mamba": lambda: Mamba(8, causal=False, d_state=4),
 
 
 @pytest.mark.parametrize("name", MIXERS)
-def test_the_mixers_choose_by_a_plain_attribute_that_with_reference_sets(name):
+def test_the_mixers_cores_hold_their_path_in_a_plain_attribute_that_set_paths_sets(name):
     mixer = MIXERS[name]()
-    ref = with_reference(mixer)
-    assert [c.scan_backend for c in mixer.cores] == ["auto", "auto"]
-    assert [c.scan_backend for c in ref.cores] == ["ref", "ref"]
-    assert ref is not mixer and ref.state_dict().keys() == mixer.state_dict().keys()
-    assert not any("backend" in k for k in mixer.state_dict())
+    before = mixer.state_dict().keys()
+    assert [c.path for c in mixer.cores] == ["torch", "torch"]
+    kind = mixer.cores[0].path_kind
+    assert set_paths(mixer, "ref") == {"cores.0": "ref", "cores.1": "ref"}
+    assert [c.path for c in mixer.cores] == ["ref", "ref"]
+    assert set_paths(mixer, {kind: "torch"}) == {"cores.0": "torch", "cores.1": "torch"}
+    assert mixer.state_dict().keys() == before and not any("path" in k for k in before)
 
 
 @pytest.mark.gpu

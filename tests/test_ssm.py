@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from spt.config import TrainConfig
-from spt.kernels import HAS_TRITON, dplr_kernel_ref, interpreting
+from spt.kernels import HAS_TRITON, dplr_kernel_ref, interpreting, set_paths
 from spt.model_config import model_config_from_dict, model_config_to_dict
 from spt.models import hippo
 from spt.models.model import build_layers
@@ -196,7 +196,8 @@ def test_layer_with_triton_backend_matches_reference_backend(kind):
     outs = []
     for backend in ("ref", "triton", "torch"):
         enc.zero_grad()
-        y = enc.set_backend(backend)(x)
+        set_paths(enc, {f"{kind}_kernel": backend})
+        y = enc(x)
         (y * torch.linspace(-1, 1, 16)[:, None]).sum().backward()
         outs.append((y.detach(), [p.grad.clone() for p in enc.parameters() if p.grad is not None]))
     (y0, g0) = outs[0]
@@ -336,8 +337,9 @@ def test_configs_stored_before_the_final_s4_options_read_back_the_same():
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_manual_conv_backend_matches_the_default_outputs_and_gradients(kind, causal, dtype):
-    """set_conv_backend("manual") (skip term folded into the kernel, hand-written FFT backward)
-    against the default on a padded batch; L = 13 gives the manual FFT length 27, not 26."""
+    """The FFT convolution's path "manual" (skip term folded into the kernel, hand-written FFT
+    backward) against the reference on a padded batch; L = 13 gives the manual FFT length 27,
+    not 26."""
     torch.manual_seed(11)
     enc = SSMEncoder(_cfg(kind, d_model=4, n_layers=2, max_len=13, causal=causal)).to(dtype)
     x = torch.randn(2, 13, 4, dtype=dtype)
@@ -345,17 +347,18 @@ def test_manual_conv_backend_matches_the_default_outputs_and_gradients(kind, cau
     valid[1, 9:] = False
     w = torch.randn(2, 13, 4, dtype=dtype)
     outs = {}
-    for backend in ("autograd", "manual"):
+    for backend in ("torch", "manual"):
         enc.zero_grad()
         xi = x.clone().requires_grad_()
-        y = enc.set_conv_backend(backend)(xi, valid)
+        assert set(set_paths(enc, {"fft_conv": backend}).values()) >= {backend}
+        y = enc(xi, valid)
         (y * w).sum().backward()
         outs[backend] = [y.detach(), xi.grad] + [p.grad.clone() for p in enc.parameters()]
     tol = 1e-10 if dtype == torch.float64 else 2e-5
-    for a, b in zip(outs["manual"], outs["autograd"]):
+    for a, b in zip(outs["manual"], outs["torch"]):
         assert (a - b).abs().max() <= tol * max(1.0, b.abs().max().item())
-    with pytest.raises(ValueError, match="set_conv_backend"):
-        enc.set_conv_backend("fast")
+    with pytest.raises(ValueError, match="path must be one of"):
+        set_paths(enc, {"fft_conv": "fast"})
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
@@ -364,13 +367,14 @@ def test_dlr_gemm_kernel_backend_matches_the_default(dtype):
     enc = SSMEncoder(_cfg("dlr", d_model=4, n_layers=1, d_state=16, max_len=40)).to(dtype)
     x, w = torch.randn(2, 40, 4, dtype=dtype), torch.randn(2, 40, 4, dtype=dtype)
     outs = {}
-    for backend in ("auto", "gemm"):
+    for backend in ("torch", "gemm"):
         enc.zero_grad()
-        y = enc.set_backend(backend)(x)
+        set_paths(enc, {"dlr_kernel": backend})
+        y = enc(x)
         (y * w).sum().backward()
         outs[backend] = [y.detach()] + [p.grad.clone() for p in enc.parameters()]
     tol = 1e-10 if dtype == torch.float64 else 2e-5
-    for a, b in zip(outs["gemm"], outs["auto"]):
+    for a, b in zip(outs["gemm"], outs["torch"]):
         assert (a - b).abs().max() <= tol * max(1.0, b.abs().max().item())
-    with pytest.raises(ValueError, match="shared by all channels"):
-        SSMEncoder(_cfg("s4d", d_model=4, n_layers=1)).set_backend("gemm")(x[..., :4].float())
+    with pytest.raises(ValueError, match="path must be one of"):  # an S4D kernel has no gemm
+        set_paths(SSMEncoder(_cfg("s4d", d_model=4, n_layers=1)), {"s4d_kernel": "gemm"})

@@ -5,10 +5,10 @@ chunked plain-torch path. On CPU, Triton kernels run only in Triton's interprete
 (``TRITON_INTERPRET=1`` set before triton is imported), which the tests use; the interpreter is
 float32-only here (it silently returns zeros for bfloat16).
 
-Backends of every public kernel function:
-    "auto"   : "triton" when triton imports and the inputs are complex64 CUDA tensors, else "torch".
+Paths of the SSM kernel functions (``backend=``, words of :mod:`spt.kernels.paths`):
+    "torch"  : the chunked plain-torch path: memory bounded in L, any device and dtype (the
+               reference, and the default).
     "triton" : the Triton kernels (CUDA, or CPU under TRITON_INTERPRET=1; complex64 only).
-    "torch"  : the chunked plain-torch path: memory bounded in L, any device and dtype.
     "ref"    : the plain-torch reference that materialises the full (.., N, L) matrix.
 """
 from __future__ import annotations
@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 
 import torch
+
+from .paths import check_path
 
 try:  # pragma: no cover - exercised by whichever environment runs the tests
     import triton
@@ -26,7 +28,7 @@ except Exception:  # ImportError, or a broken install: fall back to the torch pa
     tl = None
     HAS_TRITON = False
 
-BACKENDS = ("auto", "triton", "torch", "ref")
+KERNEL_PATHS = ("torch", "triton", "ref")
 
 
 def interpreting() -> bool:
@@ -35,19 +37,16 @@ def interpreting() -> bool:
 
 
 def resolve_backend(backend: str, t: torch.Tensor) -> str:
-    """The concrete backend ("triton" | "torch" | "ref") for inputs like `t` (complex tensor)."""
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    if backend == "auto":
-        ok = HAS_TRITON and t.is_cuda and t.dtype == torch.complex64
-        return "triton" if ok else "torch"
+    """`backend` ("torch" | "triton" | "ref") when it can run on inputs like `t` (a complex
+    tensor); errors name what is missing."""
+    check_path("SSM kernel", backend, KERNEL_PATHS)
     if backend == "triton":
         if not HAS_TRITON:
-            raise RuntimeError("backend='triton' needs the triton package (pip install triton); "
-                               "use backend='auto' to fall back to the torch path")
+            raise RuntimeError("the path 'triton' needs the triton package (pip install triton); "
+                               "the path 'torch' runs everywhere")
         if not t.is_cuda and not interpreting():
-            raise RuntimeError("backend='triton' on CPU runs only in Triton's interpreter: set "
-                               "TRITON_INTERPRET=1 before importing triton, or use backend='torch'")
+            raise RuntimeError("the path 'triton' runs on CPU only in Triton's interpreter: set "
+                               "TRITON_INTERPRET=1 before importing triton, or use the path 'torch'")
         if t.dtype != torch.complex64:
             raise TypeError(f"the Triton kernels compute in float32 (complex64 inputs); got {t.dtype}")
     return backend

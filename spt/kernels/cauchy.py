@@ -211,11 +211,11 @@ class _Cauchy(torch.autograd.Function):
         return grad_v, None, grad_w, None
 
 
-def cauchy(v: torch.Tensor, z: torch.Tensor, w: torch.Tensor, backend: str = "auto") -> torch.Tensor:
+def cauchy(v: torch.Tensor, z: torch.Tensor, w: torch.Tensor, backend: str = "torch") -> torch.Tensor:
     """out[m, h, j] = sum_n v/(z_j - w) + conj(v)/(z_j - conj(w)).
 
     v : (M, H, N) complex; z : (J,) complex nodes (treated as constants); w : (H, N) complex.
-    Returns (M, H, J) complex. backend : "auto" | "triton" | "torch" | "ref".
+    Returns (M, H, J) complex. backend : the path, "torch" | "triton" | "ref".
     Differentiable in v and w on every backend (z gets no gradient on the fast paths).
     """
     if v.dim() != 3 or w.dim() != 2 or z.dim() != 1 or v.shape[1:] != w.shape:

@@ -39,9 +39,9 @@ Padding: with ``valid`` (B, L) bool, padded positions get beta = 0 and g = 0, so
 state unchanged (alpha = 1, nothing written) and real positions never depend on them. Their
 outputs are S q of the carried state: meaningless, to be ignored by the caller.
 
-Backends (``backend=``, :mod:`spt.kernels.library`): "auto" (fla's ``chunk_gated_delta_rule`` on
-CUDA inputs when it imports, else "torch"), "library" (that kernel, or a ValueError), "torch" (the
-chunked form above) and "ref" (:func:`gated_delta_rule_ref`).
+Paths (``backend=``, :mod:`spt.kernels.library`): "torch" (the chunked form above, the
+reference), "library" (fla's ``chunk_gated_delta_rule``, or a ValueError where it cannot run) and
+"ref" (:func:`gated_delta_rule_ref`).
 """
 from __future__ import annotations
 
@@ -109,9 +109,9 @@ def _library(fast, q, k, v, g, beta, valid, scale):
 def gated_delta_rule(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor,
                      beta: torch.Tensor, valid: Optional[torch.Tensor] = None,
                      scale: Optional[float] = None, chunk: int = CHUNK,
-                     backend: str = "auto") -> torch.Tensor:
+                     backend: str = "torch") -> torch.Tensor:
     """The gated delta rule (module docstring). Returns o (B, L, H, V) in v's dtype ("library":
-    in fla's). backend: "auto", "library" (fla's ``chunk_gated_delta_rule``), "torch" (the chunked
+    in fla's). backend: the path, "library" (fla's ``chunk_gated_delta_rule``), "torch" (the chunked
     form, chunks of ``chunk`` positions) or "ref" (:func:`gated_delta_rule_ref`)."""
     fast = library_kernel("gated_delta_rule", backend, q, *FLA_DELTA_RULE)
     if fast is not None:

@@ -39,7 +39,7 @@ def _nodes(L: int, cdtype: torch.dtype, device) -> tuple[torch.Tensor, torch.Ten
     return z.to(cdtype), factor.to(cdtype)
 
 
-def dplr_kernel(Lambda, P, B, C, dt, L: int, backend: str = "auto") -> torch.Tensor:
+def dplr_kernel(Lambda, P, B, C, dt, L: int, backend: str = "torch") -> torch.Tensor:
     """S4 kernel K (D, H, L) real from (Lambda, P, B, C-tilde, dt); see the module docstring."""
     D = C.shape[0]
     z, factor = _nodes(L, C.dtype, C.device)

@@ -9,9 +9,9 @@ is seen once, through K[0, 0] (and the skip term D of the layer); this is the co
 DLR code. Both directions are one circular convolution of length n >= 2L: the kernel row
 [K0 (L) | 0 ... | flip(K1) (L)] against u zero-padded to n, so nothing wraps around.
 
-Backends (``fft_conv(..., backend=)``), equal up to float rounding:
+Paths (``fft_conv(..., backend=)``, words of :mod:`spt.kernels.paths`), equal up to float rounding:
 
-* "autograd" (default): n = 2L, torch.fft differentiated by autograd; the skip term added after.
+* "torch" (the reference): n = 2L, torch.fft differentiated by autograd; the skip term added after.
 * "manual": a ``torch.autograd.Function`` with a hand-written backward, fewer passes over the
   (B, H, n) spectra: grad_u = irfft(G conj(K^)) and grad_K = irfft(sum_b G conj(U^)) (two
   correlations), where autograd's backward of rfft runs a full-length complex FFT and pads,
@@ -30,7 +30,9 @@ from typing import Optional
 import torch
 from torch.autograd.function import once_differentiable
 
-FFT_CONV_BACKENDS = ("autograd", "manual")
+from .paths import check_path
+
+FFT_CONV_PATHS = ("torch", "manual")
 
 
 def fast_length(n: int) -> int:
@@ -57,16 +59,15 @@ def _check(u: torch.Tensor, k: torch.Tensor) -> None:
 
 
 def fft_conv(u: torch.Tensor, k: torch.Tensor, skip: Optional[torch.Tensor] = None,
-             backend: str = "autograd") -> torch.Tensor:
+             backend: str = "torch") -> torch.Tensor:
     """u (B, L, H) real, k (D, H, L) real with D = 1 (causal) or 2 (bidirectional) -> (B, L, H).
 
     skip : optional (H,) real, adds ``skip * u`` (the layer's D term).
-    backend : "autograd" | "manual" (see the module docstring).
+    backend : the path, "torch" | "manual" (see the module docstring).
     Computed in float32 (or float64 for float64 inputs) whatever the autocast state.
     """
     _check(u, k)
-    if backend not in FFT_CONV_BACKENDS:
-        raise ValueError(f"fft_conv: backend must be one of {FFT_CONV_BACKENDS}, got {backend!r}")
+    check_path("fft_conv", backend, FFT_CONV_PATHS)
     dtype = torch.float64 if u.dtype == torch.float64 else torch.float32
     u, k = u.to(dtype), k.to(dtype)
     if backend == "manual":

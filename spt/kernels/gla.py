@@ -31,9 +31,9 @@ Padding: with ``valid`` (B, L) bool, a padded position neither decays nor feeds 
 k = 0 there), so with right padding real positions never depend on the pads (and the reversed
 direction of a bidirectional layer passes the pads first from a zero state).
 
-Backends (``backend=``, :mod:`spt.kernels.library`): "auto" (fla's ``chunk_gla`` on CUDA inputs
-when it imports, else "torch"), "library" (that kernel, or a ValueError), "torch" (the chunked
-form above) and "ref" (:func:`gla_ref`).
+Paths (``backend=``, :mod:`spt.kernels.library`): "torch" (the chunked form above, the
+reference), "library" (fla's ``chunk_gla``, or a ValueError where it cannot run) and "ref"
+(:func:`gla_ref`).
 """
 from __future__ import annotations
 
@@ -82,8 +82,8 @@ def gla_ref(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor,
 
 def gla(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor,
         valid: Optional[torch.Tensor] = None, scale: Optional[float] = None,
-        chunk: int = CHUNK, backend: str = "auto") -> torch.Tensor:
-    """GLA's recurrence (module docstring) -> o (B, L, H, V). backend: "auto", "library" (fla's
+        chunk: int = CHUNK, backend: str = "torch") -> torch.Tensor:
+    """GLA's recurrence (module docstring) -> o (B, L, H, V). backend: the path, "library" (fla's
     ``chunk_gla``, (B, L, H, .) inputs as here), "torch" (the chunked form, chunks of ``chunk``
     positions: equal outputs and gradients to the loop) or "ref" (:func:`gla_ref`)."""
     fast = library_kernel("gla", backend, q, *FLA_GLA)

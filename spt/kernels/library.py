@@ -1,17 +1,18 @@
-"""The field's GPU kernels, and the backend choice of spt's recurrences that may call them.
+"""The field's GPU kernels, and the paths of spt's recurrences that may call them.
 
 Every recurrence of :mod:`spt.kernels` (:func:`~spt.kernels.scan.linear_scan`,
 :func:`~spt.kernels.scan.selective_scan`, :func:`~spt.kernels.ssd.ssd`,
 :func:`~spt.kernels.gla.gla`, :func:`~spt.kernels.delta_rule.gated_delta_rule`) takes
-``backend=`` from :data:`RECURRENCE_BACKENDS`:
+``backend=`` from :data:`RECURRENCE_PATHS` (words of :mod:`spt.kernels.paths`):
 
-    "auto"    : the library kernel when the inputs are on CUDA and its package imports, else "torch"
+    "torch"   : spt's own chunked / parallel plain-torch form (any device and dtype): the
+                reference, and the default
     "library" : the library kernel (mamba-ssm's or fla's); a ValueError when it cannot run here
-    "torch"   : spt's own chunked / parallel plain-torch form (any device and dtype)
-    "ref"     : the loop over time (the function's ``*_ref``), the tests' reference
+    "ref"     : the loop over time (the function's ``*_ref``), the tests' oracle
 
-Nothing here is imported at spt's import: a package is imported the first time a CUDA input
-asks for it.
+Which one a layer runs is its recurrence core's path (:func:`spt.kernels.paths.set_paths`,
+measured by ``TrainConfig.paths="auto"``). Nothing here is imported at spt's import: a package
+is imported the first time the path "library" asks for it.
 """
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
-RECURRENCE_BACKENDS = ("auto", "library", "torch", "ref")
+from .paths import check_path
+
+RECURRENCE_PATHS = ("torch", "library", "ref")
 
 
 @lru_cache(maxsize=None)
@@ -32,39 +35,27 @@ def _load(module: str, name: str) -> Optional[Callable]:
         return None
 
 
-def cuda_kernel(module: str, name: str, x: torch.Tensor) -> Optional[Callable]:
-    """``module.name`` when `x` is on CUDA and the package imports; else None."""
-    if not x.is_cuda:
-        return None
-    return _load(module, name)
-
-
-def check_backend(where: str, backend: str,
-                  choices: Sequence[str] = RECURRENCE_BACKENDS) -> str:
+def check_backend(where: str, backend: str, choices: Sequence[str] = RECURRENCE_PATHS) -> str:
     """`backend` when it is one of `choices`; else a ValueError from `where` listing them."""
-    if backend not in choices:
-        raise ValueError(f"{where}: backend must be one of {tuple(choices)}, got {backend!r}")
-    return backend
+    return check_path(where, backend, choices)
 
 
 def library_kernel(where: str, backend: str, x: torch.Tensor, module: str, name: str,
                    install: str) -> Optional[Callable]:
-    """The library kernel ``module.name`` that `backend` asks `where` to run on inputs like `x`,
-    or None when spt's own form runs ("torch", "ref", or "auto" off CUDA / without the package).
-    `install` is the pip requirement that provides it, named in the errors of "library"."""
+    """The library kernel ``module.name`` that the path "library" asks `where` to run on inputs
+    like `x`; None for spt's own paths ("torch", "ref"). `install` is the pip requirement that
+    provides it, named in the errors of "library"."""
     check_backend(where, backend)
-    if backend == "auto":
-        return cuda_kernel(module, name, x)
     if backend != "library":
         return None
     if not x.is_cuda:
-        raise ValueError(f"{where}: backend='library' runs {module}.{name} (pip install {install}), "
-                         f"a CUDA kernel, but the inputs are on {x.device}; move them to a GPU, or "
-                         f"use backend='auto' or 'torch' (spt's own form)")
+        raise ValueError(f"{where}: the path 'library' runs {module}.{name} (pip install "
+                         f"{install}), a CUDA kernel, but the inputs are on {x.device}; move them "
+                         f"to a GPU, or use the path 'torch' (spt's own form)")
     fn = _load(module, name)
     if fn is None:
-        raise ValueError(f"{where}: backend='library' needs {module}.{name}, which does not import "
-                         f"here; install it (pip install {install}), or use backend='auto' or "
+        raise ValueError(f"{where}: the path 'library' needs {module}.{name}, which does not "
+                         f"import here; install it (pip install {install}), or use the path "
                          f"'torch' (spt's own form)")
     return fn
 

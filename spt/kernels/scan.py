@@ -11,11 +11,10 @@ B and C (batch, L, N), D (D,), z (batch, L, D) the optional gate; y (batch, L, D
 
 (zero-order hold on A, Euler on B, as Mamba's reference and CUDA kernels do).
 
-Backends (``backend=``, :mod:`spt.kernels.library`): :func:`selective_scan` takes "auto" (mamba-ssm's
-``selective_scan_fn`` on CUDA inputs when it imports, else "torch"), "library" (that kernel, or a
-ValueError), "torch" (the pairwise scan below) and "ref" (:func:`selective_scan_ref`);
-:func:`linear_scan` has no library kernel: "auto" and "torch" are the pairwise scan, "ref"
-:func:`linear_scan_ref`.
+Paths (``backend=``, :mod:`spt.kernels.library`): :func:`selective_scan` takes "torch" (the
+pairwise scan below, the reference), "library" (mamba-ssm's ``selective_scan_fn``, or a
+ValueError where it cannot run) and "ref" (:func:`selective_scan_ref`); :func:`linear_scan` has no
+library kernel: "torch" is the pairwise scan, "ref" :func:`linear_scan_ref`.
 
 :func:`linear_scan` is the fast path, with no Python loop over time steps:
 
@@ -44,7 +43,7 @@ import torch.nn.functional as F
 
 from .library import check_backend, library_kernel
 
-LINEAR_SCAN_BACKENDS = ("auto", "torch", "ref")
+LINEAR_SCAN_PATHS = ("torch", "ref")
 MAMBA_SCAN = ("mamba_ssm.ops.selective_scan_interface", "selective_scan_fn", "mamba-ssm")
 """Where mamba-ssm's selective scan lives, and the pip requirement that installs it."""
 
@@ -106,13 +105,11 @@ class LinearScan(torch.autograd.Function):
 
 
 def linear_scan(a: torch.Tensor, b: torch.Tensor, h0: Optional[torch.Tensor] = None,
-                backend: str = "auto") -> torch.Tensor:
+                backend: str = "torch") -> torch.Tensor:
     """h_t = a_t h_{t-1} + b_t along dim 1 (a, b (batch, L, *rest); h0 (batch, *rest) or None).
-    backend: "auto" or "torch" (the pairwise scan), "ref" (:func:`linear_scan_ref`)."""
-    if backend == "library":
-        raise ValueError("linear_scan: no library kernel exists for it; use backend='auto', "
-                         "'torch' or 'ref'")
-    check_backend("linear_scan", backend, LINEAR_SCAN_BACKENDS)
+    backend: the path, "torch" (the pairwise scan) or "ref" (:func:`linear_scan_ref`); no
+    library kernel exists for it."""
+    check_backend("linear_scan", backend, LINEAR_SCAN_PATHS)
     if a.shape != b.shape:
         raise ValueError(f"linear_scan: a {tuple(a.shape)} and b {tuple(b.shape)} differ in shape")
     if backend == "ref":
@@ -158,10 +155,10 @@ def _selective_scan_library(fast, u, delta, A, B, C, D, z, valid, reverse):
 def selective_scan(u: torch.Tensor, delta: torch.Tensor, A: torch.Tensor, B: torch.Tensor,
                    C: torch.Tensor, D: Optional[torch.Tensor] = None,
                    z: Optional[torch.Tensor] = None, valid: Optional[torch.Tensor] = None,
-                   reverse: bool = False, backend: str = "auto") -> torch.Tensor:
+                   reverse: bool = False, backend: str = "torch") -> torch.Tensor:
     """Mamba's selective SSM (see the module docstring); ``reverse`` scans from the last position
-    to the first (y_t then depends on positions >= t). backend: "auto", "library" (mamba-ssm's
-    ``selective_scan_fn``), "torch" or "ref" (module docstring)."""
+    to the first (y_t then depends on positions >= t). backend: the path, "torch", "library"
+    (mamba-ssm's ``selective_scan_fn``) or "ref" (module docstring)."""
     fast = library_kernel("selective_scan", backend, u, *MAMBA_SCAN)
     if fast is not None:
         return _selective_scan_library(fast, u, delta, A, B, C, D, z, valid, reverse)

@@ -29,9 +29,9 @@ appears in the forward pass or its gradient.
 Padding: with ``valid`` (batch, L) bool, padded positions feed nothing into the state (their
 dt x B term is zeroed), as in :mod:`spt.kernels.scan`.
 
-Backends (``backend=``, :mod:`spt.kernels.library`): "auto" (mamba-ssm's
-``mamba_chunk_scan_combined`` on CUDA inputs when it imports, else "torch"), "library" (that
-kernel, or a ValueError), "torch" (the chunked form above) and "ref" (:func:`ssd_ref`).
+Paths (``backend=``, :mod:`spt.kernels.library`): "torch" (the chunked form above, the reference),
+"library" (mamba-ssm's ``mamba_chunk_scan_combined``, or a ValueError where it cannot run) and
+"ref" (:func:`ssd_ref`).
 """
 from __future__ import annotations
 
@@ -91,8 +91,8 @@ def _ssd_library(fast, x, dt, A, B, C, D, valid):
 
 def ssd(x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor,
         D: Optional[torch.Tensor] = None, valid: Optional[torch.Tensor] = None,
-        chunk: int = CHUNK, backend: str = "auto") -> torch.Tensor:
-    """The SSD recurrence (module docstring) -> (batch, L, H, P). backend: "auto", "library"
+        chunk: int = CHUNK, backend: str = "torch") -> torch.Tensor:
+    """The SSD recurrence (module docstring) -> (batch, L, H, P). backend: the path, "library"
     (mamba-ssm's kernel, its own chunk length), "torch" (chunks of ``chunk`` positions) or "ref"
     (:func:`ssd_ref`)."""
     fast = library_kernel("ssd", backend, x, *MAMBA_SSD)

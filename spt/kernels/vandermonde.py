@@ -310,11 +310,11 @@ class _Vandermonde(torch.autograd.Function):
         return grad_v, grad_x, None, None
 
 
-def vandermonde(v: torch.Tensor, x: torch.Tensor, L: int, backend: str = "auto") -> torch.Tensor:
+def vandermonde(v: torch.Tensor, x: torch.Tensor, L: int, backend: str = "torch") -> torch.Tensor:
     """K[m, h, l] = Re sum_n v[m, h, n] exp(x[h, n] l) for l < L.
 
     v : (M, H, N) complex; x : (H, N) complex (broadcast views are fine); returns (M, H, L) real.
-    backend : "auto" | "triton" | "torch" | "ref" (see :mod:`spt.kernels._triton`), or "gemm":
+    backend : the path, "torch" | "triton" | "ref" (see :mod:`spt.kernels._triton`), or "gemm":
     eigenvalues shared by all channels only (x an expanded (N,) row, DLR's Lambda), any device
     and dtype: E = exp(x l) formed once by complex multiplies, one real GEMM per block of
     positions for all M * H rows (opt-in; see the module docstring).
@@ -328,8 +328,8 @@ def vandermonde(v: torch.Tensor, x: torch.Tensor, L: int, backend: str = "auto")
     x = x.to(v.dtype)
     if backend == "gemm":
         if not _shared(x):
-            raise ValueError("vandermonde: backend='gemm' needs eigenvalues shared by all channels "
-                             "(x an expanded (N,) row, as DLR's Lambda); use backend='auto'")
+            raise ValueError("vandermonde: the path 'gemm' needs eigenvalues shared by all "
+                             "channels (x an expanded (N,) row, as DLR's Lambda); use 'torch'")
         return _Vandermonde.apply(v, x, int(L), "gemm")
     b = resolve_backend(backend, v)
     if b == "ref":

@@ -7,6 +7,8 @@ import math
 import torch
 import torch.nn as nn
 
+from ..kernels.attention import alibi_bias  # noqa: F401  (public here: the bias of alibi_slopes)
+
 
 def sinusoidal_table(max_len: int, d: int) -> torch.Tensor:
     """(max_len, d) fixed sin/cos table of Vaswani et al. (2017)."""
@@ -63,10 +65,3 @@ def alibi_slopes(n_heads: int, device=None) -> torch.Tensor:
     every other slope of 2^(k+1)."""
     h = torch.arange(1, n_heads + 1, device=device, dtype=torch.float32)
     return torch.exp2(-8.0 * h / n_heads)
-
-
-def alibi_bias(slopes: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
-    """The symmetric ALiBi bias -m_h |i - j|. slopes (H,), q_pos (Lq,), k_pos (Lk,) -> (H, Lq, Lk)
-    float32. No parameters: the bias is fixed."""
-    dist = (q_pos[:, None] - k_pos[None, :]).abs().to(torch.float32)
-    return -slopes[:, None, None] * dist

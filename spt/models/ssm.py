@@ -45,7 +45,6 @@ import torch.nn as nn
 from torch.utils.checkpoint import checkpoint
 
 from ..kernels import c_to_ctilde, ctilde_to_c, dplr_discrete, dplr_kernel, fft_conv, vandermonde
-from ..kernels.fftconv import FFT_CONV_BACKENDS
 from ..ssm_config import SSMConfig
 from . import hippo
 from .dropout import Dropout
@@ -92,11 +91,14 @@ class _Kernel(nn.Module):
     recurrence is scale * Re(C x).
     """
 
-    backend = "auto"  # "auto" | "triton" | "torch" | "ref" | "gemm" (DLR only; see spt.kernels)
+    # implementation paths (spt.kernels.paths): the kernel function's backend
+    paths = ("torch", "triton", "ref")
+    path = "torch"
 
     def __init__(self, cfg: SSMConfig, n_dir: int):
         super().__init__()
         self.H, self.n_dir = cfg.d_model, n_dir
+        self.N, self.max_len = cfg.d_state, cfg.max_len
         # both random inits draw the state-space parameters here; "random" then resets every
         # parameter of the encoder (SSMEncoder.__init__), dt included
         self.random = cfg.is_random_init
@@ -104,9 +106,14 @@ class _Kernel(nn.Module):
             dt = hippo.log_uniform(cfg.d_model, cfg.dt_min, cfg.dt_max)
             _param(self, "log_dt", torch.log(dt), cfg.lr if cfg.dt_lr is None else cfg.dt_lr)
 
+    def extra_repr(self) -> str:
+        return f"H={self.H}, N={self.N}, n_dir={self.n_dir}, max_len={self.max_len}"
+
 
 class S4Kernel(_Kernel):
     """S4: DPLR state matrix, bilinear discretisation, kernel via Cauchy + Woodbury."""
+
+    path_kind = "s4_kernel"
 
     def __init__(self, cfg: SSMConfig, n_dir: int):
         super().__init__(cfg, n_dir)
@@ -146,7 +153,7 @@ class S4Kernel(_Kernel):
             raise ValueError(f"S4 kernel: sequence length {L} exceeds SSMConfig.max_len="
                              f"{self.L_kernel} (the length its C-tilde is learned for)")
         Lam, P, B, C, dt = self.params()
-        return dplr_kernel(Lam, P, B, C, dt, self.L_kernel, self.backend)[..., :L]
+        return dplr_kernel(Lam, P, B, C, dt, self.L_kernel, self.path)[..., :L]
 
     def discrete(self):
         Lam, P, B, C, dt = self.params(torch.float64)
@@ -158,6 +165,8 @@ class S4Kernel(_Kernel):
 
 class S4DKernel(_Kernel):
     """S4D: diagonal Lambda, zero-order hold, kernel via a Vandermonde sum."""
+
+    path_kind = "s4d_kernel"
 
     def __init__(self, cfg: SSMConfig, n_dir: int):
         super().__init__(cfg, n_dir)
@@ -185,7 +194,7 @@ class S4DKernel(_Kernel):
 
     def forward(self, L: int) -> torch.Tensor:
         dtA, Bb = self._disc()
-        return vandermonde(2 * _c(self.C) * Bb, dtA, L, self.backend)
+        return vandermonde(2 * _c(self.C) * Bb, dtA, L, self.path)
 
     def discrete(self):
         dtA, Bb = self._disc()
@@ -193,7 +202,11 @@ class S4DKernel(_Kernel):
 
 
 class DLRKernel(_Kernel):
-    """DLR (paper eq. 3): x_n = diag(e^Lambda) x_{n-1} + 1 u_n, y_n = Re C x_n."""
+    """DLR (paper eq. 3): x_n = diag(e^Lambda) x_{n-1} + 1 u_n, y_n = Re C x_n. Its Lambda is
+    shared by the H channels, so the kernel is also one matrix product (path "gemm")."""
+
+    path_kind = "dlr_kernel"
+    paths = ("torch", "triton", "ref", "gemm")
 
     def __init__(self, cfg: SSMConfig, n_dir: int):
         super().__init__(cfg, n_dir)
@@ -212,7 +225,7 @@ class DLRKernel(_Kernel):
         return torch.complex(-self.sqrt_neg_re ** 2, self.im).expand(self.H, -1)
 
     def forward(self, L: int) -> torch.Tensor:
-        return vandermonde(_c(self.C), self._lambda(), L, self.backend)
+        return vandermonde(_c(self.C), self._lambda(), L, self.path)
 
     def discrete(self):
         lam = self._lambda()
@@ -297,10 +310,12 @@ class ConvBlock(nn.Module):
     forward(x (B, L, H), valid (B, L) or None) -> (B, L, H). The kernel module comes from
     ``kernel_fn(cfg, n_dir)`` and is called as ``kernel(L) -> (n_dir, H, L)`` (S4 / S4D / DLR
     here, SGConv in :mod:`spt.models.sgconv`, a free kernel in :mod:`spt.models.free_conv`).
-    ``conv_backend`` is :func:`spt.kernels.fft_conv`'s backend ("autograd" or "manual"; set it
-    for a whole stack with :meth:`ConvStack.set_conv_backend`)."""
+    ``path`` is :func:`spt.kernels.fft_conv`'s backend: "torch" (autograd's backward, the
+    reference) or "manual" (:mod:`spt.kernels.paths`)."""
 
-    conv_backend = "autograd"
+    path_kind = "fft_conv"
+    paths = ("torch", "manual")
+    path = "torch"
 
     def __init__(self, cfg, kernel_fn: Callable):
         super().__init__()
@@ -338,7 +353,7 @@ class ConvBlock(nn.Module):
         with torch.autocast(device_type=z.device.type, enabled=False):
             zf = z.float() if z.dtype != torch.float64 else z
             k = cap_reach(self.kernel(z.shape[1]), self.reach)
-            return fft_conv(zf, k, skip=self.D, backend=self.conv_backend)
+            return fft_conv(zf, k, skip=self.D, backend=self.path)
 
     def _mix(self, x: torch.Tensor, z: torch.Tensor, valid: Optional[torch.Tensor]) -> torch.Tensor:
         """x + Out(GELU(K * z + D z)); z is the (normed) input, (B, L, H)."""
@@ -402,16 +417,6 @@ class ConvStack(nn.Module):
         self.causal = cfg.causal
         self.grad_checkpointing = False
 
-    def set_conv_backend(self, backend: str) -> "ConvStack":
-        """FFT convolution backend of every block: "autograd" (default) | "manual" (see
-        :func:`spt.kernels.fft_conv`; equal up to float rounding)."""
-        if backend not in FFT_CONV_BACKENDS:
-            raise ValueError(f"set_conv_backend: backend must be one of {FFT_CONV_BACKENDS}, "
-                             f"got {backend!r}")
-        for block in self.blocks:
-            block.conv_backend = backend
-        return self
-
     def forward(self, x: torch.Tensor, valid: Optional[torch.Tensor] = None) -> torch.Tensor:
         ckpt = self.grad_checkpointing and self.training and torch.is_grad_enabled()
         for block in self.blocks:
@@ -438,13 +443,6 @@ class SSMEncoder(ConvStack):
         super().__init__(cfg, SSMBlock)
         if cfg.init == "random":
             paper_random_init_(self, cfg.random_std)
-
-    def set_backend(self, backend: str) -> "SSMEncoder":
-        """Kernel backend of every layer: "auto" | "triton" | "torch" | "ref", or "gemm" for DLR
-        (its shared Lambda: one GEMM for all channels, :func:`spt.kernels.vandermonde`)."""
-        for block in self.blocks:
-            block.kernel.backend = backend
-        return self
 
     def setup_step(self) -> None:
         """Freeze the discretised matrices for :meth:`step` (call again after parameter updates)."""

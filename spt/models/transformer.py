@@ -20,9 +20,7 @@ class TransformerBlock(nn.Module):
         self.norm1 = nn.LayerNorm(cfg.d_model)
         self.attn = Attention(cfg.d_model, cfg.n_heads, causal=cfg.causal, dropout=cfg.attn_dropout,
                               rotary=cfg.positions == "rotary", local_block=cfg.local_block,
-                              backend=cfg.attention, reach=cfg.reach,
-                              alibi=cfg.positions == "alibi" or cfg.locality_bias,
-                              local_backend=cfg.local_backend)
+                              reach=cfg.reach, alibi=cfg.positions == "alibi" or cfg.locality_bias)
         self.norm2 = nn.LayerNorm(cfg.d_model)
         self.ff = nn.Sequential(nn.Linear(cfg.d_model, cfg.d_ff), nn.GELU(),
                                 Dropout(cfg.dropout), nn.Linear(cfg.d_ff, cfg.d_model))

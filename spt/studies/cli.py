@@ -172,22 +172,35 @@ def cmd_plan(args) -> int:
 
 
 def cmd_check(args) -> int:
+    from contextlib import nullcontext
+
     from ..train.distributed import device_for
-    from .machinery.check import ESTIMATE_ASSUMPTION, as_dataframe, check, cost_table, summary
+    from ..train.paths import tuning
+    from .machinery.check import (
+        ESTIMATE_ASSUMPTION,
+        as_dataframe,
+        check,
+        cost_table,
+        paths_summary,
+        summary,
+    )
     params = {k: _value(v) for k, v in args.param}
     unknown = sorted(set(params) - {"data_root"})
     if unknown:
         raise ValueError(f"spt study check takes -p data_root DIR only, got {unknown}")
     batch = _check_batch(args.batch, device_for(args.device))
     results = []
-    for name in _study_names(list(args.name)):
-        results += check(name, preset=args.preset, data_root=params.get("data_root"),
-                         batch=batch, device=args.device, only=args.only, sizes=args.sizes,
-                         distinct=args.distinct)
+    with tuning() if args.tune else nullcontext():
+        for name in _study_names(list(args.name)):
+            results += check(name, preset=args.preset, data_root=params.get("data_root"),
+                             batch=batch, device=args.device, only=args.only, sizes=args.sizes,
+                             distinct=args.distinct)
     print(summary(results))
     device = str(device_for(args.device))
     print(f"\nestimated wall time on {device} ({ESTIMATE_ASSUMPTION}):")
     print(cost_table(results, device).to_string())
+    print(paths_summary(results) + ("" if args.tune else " (cached choices and references: "
+                                    "--tune, or `spt tune`, measures them first)"))
     if args.csv:
         as_dataframe(results).to_csv(args.csv, index=False)
         print(f"table: {args.csv}")
@@ -380,8 +393,52 @@ def _add_check(sub) -> None:
     q.add_argument("--sizes", default="paper", choices=("paper", "data"),
                    help="size the runs of the cost estimate by the paper's split sizes (default: "
                         "right for fixtures) or by the data under data_root")
+    q.add_argument("--tune", action="store_true", help="measure every stage's implementation "
+                   "paths first, as `spt tune` does, so that the timed steps and the estimate use "
+                   "them (otherwise: the cached choices, else the references)")
     q.add_argument("--csv", default=None, help="also write the table to this CSV file")
     q.set_defaults(func=_guard(cmd_check))
+
+
+def cmd_tune(args) -> int:
+    from .machinery.tune import tune, tune_summary
+    params = {k: _value(v) for k, v in args.param}
+    unknown = sorted(set(params) - {"data_root"})
+    if unknown:
+        raise ValueError(f"spt tune takes -p data_root DIR only, got {unknown}")
+    import pandas as pd
+    rows = []
+    for name in _study_names(list(args.name)):
+        rows += tune(name, preset=args.preset, data_root=params.get("data_root"),
+                     device=args.device, only=args.only)
+    table = pd.DataFrame(rows, columns=["cell", "stage", "kind", "shape", "path", "ms", "error",
+                                        "status", "how"])
+    with pd.option_context("display.max_colwidth", 60, "display.width", 250):
+        print(table.to_string(index=False))
+    if args.csv:
+        table.to_csv(args.csv, index=False)
+        print(f"table: {args.csv}")
+    print(tune_summary(rows))
+    return 0 if not any(r["status"].startswith("FAIL") for r in rows) else 1
+
+
+def add_tune_command(subparsers) -> argparse.ArgumentParser:
+    q = subparsers.add_parser(
+        "tune", help="measure a study's implementation paths on this device, ahead of its runs",
+        description="For every distinct task and model of the preset's cells, run each stage for "
+        "a few steps at its own batch and measure every module's implementation paths on the "
+        "device (TrainConfig.paths: each candidate timed, checked against the reference, the "
+        "fastest that agrees kept). Prints one table (module kind, shape, path, time, difference "
+        "from the reference, chosen or skipped and why) and keeps the choices in the cache, "
+        "where the study's runs on this device find them; a second call answers from the cache.")
+    _add_grid_arguments(q, "preset to tune (default paper)",
+                        "data_root DIR: the data root of the paper preset")
+    q.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
+    q.add_argument("--only", default=None, help="regular expression: only the cells whose "
+                   "'dim=value ...' matches")
+    q.add_argument("--csv", default=None, help="also write the table to this CSV file")
+    q.set_defaults(func=_guard(cmd_tune, prog="spt tune"))
+    return q
 
 
 def _add_plan(sub) -> None:

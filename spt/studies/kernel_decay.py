@@ -23,6 +23,7 @@ from ..config import ObjectiveConfig, TrainConfig, replace, to_dict
 from ..model_config import model_config_to_dict
 from ..models.model import count_parameters
 from ..paper import ssm_row
+from ..provenance import current_provenance
 from ..ssm_config import SSMConfig
 from ..train import pretrain
 from .machinery.arms import TaskRef, task_ref
@@ -54,7 +55,8 @@ def kernels_run(ref: TaskRef, model, objective, pretrain_cfg, seed: int, period:
                        "pretrain_time": ((), float(pt.history["time"].values[-1])),
                        "seq_len": ((), float(L)),
                        "params": ((), float(count_parameters(pt.model)))},
-                      coords={"period": period})
+                      coords={"period": period},
+                      attrs={"provenance": current_provenance(paths={"pretrain": pt.paths})})
 
 
 @dataclass(frozen=True)
@@ -81,8 +83,9 @@ class KernelProbe(Job):
         return [StageView("pretrain", self.pretrain, self.model, ref, objective=self.objective,
                           row=self.row)]
 
-    def with_device(self, device: str) -> "KernelProbe":
-        return dataclasses.replace(self, pretrain=replace(self.pretrain, device=device))
+    def with_execution(self, device: str = "auto", paths="auto") -> "KernelProbe":
+        return dataclasses.replace(self, pretrain=replace(self.pretrain, device=device,
+                                                          paths=paths))
 
     def dry(self, dry) -> "KernelProbe":
         return dataclasses.replace(self, pretrain=dry.train(self.pretrain))

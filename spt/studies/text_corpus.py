@@ -238,8 +238,8 @@ class LMFinetune(Job):
     def stages(self, ref: TaskRef) -> list:
         return [StageView("finetune", self.train, self.lm, ref, row=self.row)]
 
-    def with_device(self, device: str) -> "LMFinetune":
-        return dataclasses.replace(self, train=replace(self.train, device=device))
+    def with_execution(self, device: str = "auto", paths="auto") -> "LMFinetune":
+        return dataclasses.replace(self, train=replace(self.train, device=device, paths=paths))
 
     def dry(self, dry) -> "LMFinetune":
         return dataclasses.replace(self, train=dry.train(self.train))

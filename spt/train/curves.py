@@ -87,6 +87,17 @@ def run_names(out: Path) -> tuple[str, str]:
     return "spt", str(out)
 
 
+def _after_the_last_event_file(out: Path) -> None:
+    """Wait, at most a second, until a new event file will sort after those in `out`: TensorBoard
+    reads a folder's event files in the order of their names, which start with the second they
+    were made in and end in a per-process counter (after 9 comes 10, which sorts first), so a run
+    resumed within the second of the last file would be read before it."""
+    stamps = [int(f.name.split(".")[3]) for f in out.glob("events.out.tfevents.*")
+              if f.name.split(".")[3].isdigit()]
+    while stamps and int(time.time()) <= max(stamps):
+        time.sleep(0.05)
+
+
 class TensorBoardWriter:
     """Event files in `out` (torch.utils.tensorboard). purge_step: TensorBoard drops what earlier
     event files in `out` hold at or after this step (a resumed run's repeated steps)."""
@@ -94,6 +105,7 @@ class TensorBoardWriter:
     def __init__(self, out: Path, purge_step: Optional[int], config: dict):
         from torch.utils.tensorboard import SummaryWriter
 
+        _after_the_last_event_file(Path(out))
         self.w = SummaryWriter(log_dir=str(out), purge_step=purge_step, flush_secs=30)
         if purge_step is None:
             self.w.add_text("config", "```\n" + json.dumps(config, indent=1, default=str) + "\n```", 0)

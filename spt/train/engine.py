@@ -21,9 +21,12 @@ averaged gradient is the global batch's, statistics are summed over ranks, and r
 checkpoints. The training step has no host-device synchronisation on CUDA: statistics stay on
 the device and are read at the end of an epoch, at checkpoints, and every 10 steps for the
 progress bar when it is on (and for the ranks to agree on the time budget when there is one).
-With ``TrainConfig.cuda_graphs`` each micro-batch's forward and backward run through
-:class:`~spt.train.graphs.GraphedStep` (static buffers, replayed as a CUDA graph on CUDA); the
-optimiser step stays the eager one.
+Before the first step the model's implementation paths are set (``TrainConfig.paths``: measured,
+checked and cached by :mod:`spt.train.paths`; a resumed run takes those its last.pt recorded, so
+it resumes bit-identical). With the step's path "graphs" each micro-batch's forward and backward
+run through :class:`~spt.train.graphs.GraphedStep` (static buffers, replayed as a CUDA graph on
+CUDA); the optimiser step stays the eager one. The paths are stored in every checkpoint and in
+``RunResult.paths``.
 
 ``observe(callback)`` (:mod:`spt.train.observers`) times a run: under it fit() reports every
 optimiser step and every evaluation to `callback`, synchronising with the device for each
@@ -45,13 +48,14 @@ from tqdm.auto import tqdm
 
 from .. import locks
 from ..compat import cuda_rng_state, pretrained_identity, rank_rng_states
-from ..config import TrainConfig, to_dict
+from ..config import TrainConfig, replace, to_dict
 from ..data.registry import augmentation_for, augmented
 from ..same_run import RESUMABLE_FIELDS, differences
 from . import distributed as D
+from . import paths as path_choice
 from .checkpoint import FORMAT, atomic_save, read_checkpoint
 from .curves import Curves, grad_norm
-from .graphs import GraphedStep, use_graphs
+from .graphs import GraphedStep
 from .observers import current_observer, observe, timestamp  # noqa: F401  (observe: public here)
 from .optim import apply_now, build_optimizer, build_scheduler, param_groups, plateau_state, plateau_update
 from .passes import autocast, check_finite_inputs, epoch_batches, evaluate, loader  # noqa: F401  (epoch_batches: public here)
@@ -83,6 +87,8 @@ class RunResult:
     select       : the validation metric that selected best.pt (TrainConfig.select or the
                    objective's default).
     stopped_by   : "epochs", "max_steps", "max_time" or "patience".
+    paths        : {kind: path, "step": path}: the implementation paths it ran
+                   (:mod:`spt.train.paths`; the checkpoints hold them per module).
     """
 
     model: torch.nn.Module
@@ -94,6 +100,7 @@ class RunResult:
     steps: int = 0
     select: str = ""
     stopped_by: str = ""
+    paths: dict = field(default_factory=dict)
 
 
 def _rng_state(gen: torch.Generator, device: torch.device) -> dict:
@@ -262,6 +269,7 @@ class _Run:
         if ck is not None:
             _check_same_run(ck, self.meta, self.cfg, self.last_path)
             self.model.load_state_dict(ck["model"])  # before wrapping: every rank starts from the file
+        self.chosen = self.choose_paths(ck)
         self.fwd = D.wrap(self.model, self.env, self.cfg.distributed, self.device)
         self.opt = build_optimizer(self.model, self.cfg)
         # the scale is read at every step, so after a resume it is the resumed plateau's
@@ -274,7 +282,22 @@ class _Run:
             self.fwd = torch.compile(self.fwd)
         self.graphed = (GraphedStep(self.model, self.fwd, self.objective, self.cfg, self.device,
                                     self.gen, self.env)
-                        if use_graphs(self.cfg, self.model, self.device, self.env) else None)
+                        if self.chosen.paths.get("step") == "graphs" else None)
+
+    def choose_paths(self, ck: Optional[dict]) -> path_choice.Chosen:
+        """The model's implementation paths: those last.pt recorded when resuming (the same
+        computation, so a killed run resumes bit-identical), else TrainConfig.paths, measured on
+        the run's first batch (:func:`spt.train.paths.choose`)."""
+        if ck is not None and ck.get("paths"):
+            return path_choice.recorded(self.model, ck["paths"], self.cfg, self.env)
+        cfg = self.cfg
+        first = epoch_batches(self.n, cfg.batch_size, cfg.seed, 0)[0]
+        items = self.objective.epoch_data(self.task.train, cfg.seed, 0)
+        batch = next(iter(loader(items, [first], replace(cfg, num_workers=0), self.device, cfg.seed)))
+        log = print if self.env.is_main else None
+        return path_choice.choose(self.model, self.objective, _to(batch, self.device), cfg,
+                                  self.device, self.gen, total_steps=self.total_steps,
+                                  env=self.env, log=log, stage=self.stage)
 
     def _resume_from(self, ck: dict) -> None:
         env, cfg = self.env, self.cfg
@@ -525,7 +548,7 @@ class _Run:
         """The checkpoint's configs and full weights (under FSDP a collective: every rank calls it)."""
         full = D.full_model_state(self.model) if (self.env.is_main or D.is_fsdp(self.model)) else {}
         return {"format": FORMAT, "stage": self.stage, **self.meta,
-                "train_config": to_dict(self.cfg), "model": full}
+                "train_config": to_dict(self.cfg), "model": full, "paths": self.chosen.paths}
 
     def save_last(self, totals: Optional[dict] = None) -> None:
         """last.pt: weights, optimiser, schedule, every rank's RNG and the RunState (with an open
@@ -559,4 +582,4 @@ class _Run:
         return RunResult(model=self.model, history=history, best_checkpoint=self.best_path,
                          best_epoch=best["epoch"], val_metrics=best["val_metrics"],
                          test_metrics=test_m, steps=s.step, select=self.select,
-                         stopped_by=stopped_by)
+                         stopped_by=stopped_by, paths=self.chosen.kinds())

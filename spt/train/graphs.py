@@ -1,5 +1,5 @@
-"""The training micro-step as a function over static buffers, captured into CUDA graphs
-(``TrainConfig.cuda_graphs``).
+"""The training micro-step as a function over static buffers, captured into CUDA graphs: the step's
+path "graphs" (``TrainConfig.paths``, :mod:`spt.kernels.paths`; "eager" is the step as written).
 
 Small models (the LRA Image and Pathfinder Transformers) spend a training step launching hundreds
 of tiny kernels, one after another from Python. :class:`GraphedStep` runs fit()'s forward and
@@ -45,24 +45,14 @@ from .passes import autocast
 WARMUP = 2         # uncaptured runs of a batch shape before it is captured (CUDA)
 MAX_SHAPES = 16    # batch shapes that get static buffers (and on CUDA a graph)
 
-# cuda_graphs=None (the default) captures on CUDA for models of at most this many parameters.
-# None: for no model, until bench/train_throughput.py --graphs has measured on a GPU where
-# capturing is faster; the measured rows set it.
-AUTO_MAX_PARAMS: Optional[int] = None
-
-
-def use_graphs(cfg: TrainConfig, model: torch.nn.Module, device: torch.device,
-               env: D.DistEnv = D.SINGLE) -> bool:
-    """Whether fit() runs its micro-steps through :class:`GraphedStep`: cfg.cuda_graphs when set;
-    None (the default): on CUDA, for a single-process run without compile or activation
-    checkpointing, of a model of at most AUTO_MAX_PARAMS parameters (today: never)."""
-    if cfg.cuda_graphs is not None:
-        return cfg.cuda_graphs
-    if AUTO_MAX_PARAMS is None or device.type != "cuda" or env.active:
-        return False
+def graphs_unavailable(cfg: TrainConfig, env: D.DistEnv = D.SINGLE) -> str | None:
+    """Why the step cannot run over static buffers in this run (None: it can)."""
+    if env.active:
+        return (f"a captured step is a single process's; this run spans {env.world_size} ranks "
+                f"(torchrun)")
     if cfg.compile or cfg.grad_checkpointing:
-        return False
-    return sum(p.numel() for p in model.parameters() if p.requires_grad) <= AUTO_MAX_PARAMS
+        return "the captured step is the eager one: not with compile or grad_checkpointing"
+    return None
 
 
 def batch_signature(batch: dict) -> tuple:
@@ -101,12 +91,9 @@ class GraphedStep:
     def __init__(self, model: torch.nn.Module, fwd, objective, cfg: TrainConfig,
                  device: torch.device, generator: Optional[torch.Generator] = None,
                  env: D.DistEnv = D.SINGLE):
-        if env.active:
-            raise ValueError(f"TrainConfig.cuda_graphs=True captures a single process's step; this "
-                             f"run spans {env.world_size} ranks (torchrun): set cuda_graphs=False")
-        if cfg.compile or cfg.grad_checkpointing:
-            raise ValueError("TrainConfig.cuda_graphs=True captures the eager step: set compile and "
-                             "grad_checkpointing to False with it")
+        why = graphs_unavailable(cfg, env)
+        if why is not None:
+            raise ValueError(f"the step path 'graphs': {why}; use the step path 'eager'")
         self.fwd, self.objective, self.cfg, self.device, self.gen = (fwd, objective, cfg, device,
                                                                     generator)
         self.params = [p for p in model.parameters() if p.requires_grad]
@@ -179,9 +166,9 @@ class GraphedStep:
                 shape.loss, shape.stats = self.forward_backward(shape.inputs)
         except Exception as e:
             shapes = {k: s and s[0] for k, s in sig}
-            raise RuntimeError(f"TrainConfig.cuda_graphs=True: capturing the training step of a "
-                               f"batch {shapes} into a CUDA graph failed ({type(e).__name__}: {e}); "
-                               f"set cuda_graphs=False to train without capture") from e
+            raise RuntimeError(f"the step path 'graphs': capturing the training step of a batch "
+                               f"{shapes} into a CUDA graph failed ({type(e).__name__}: {e}); pin "
+                               f"TrainConfig.paths={{'step': 'eager'}} to train without capture") from e
         shape.graph, shape.used = graph, frozenset(self.touched)
         self.captured += 1
 

@@ -2,9 +2,10 @@
 
 Used by ``bench/train_throughput.py`` and ``bench/pathx256_step.py``. One measured step is exactly
 what :func:`spt.train.engine.fit` does per batch: bf16 autocast on CUDA, the objective's loss,
-backward, gradient clipping, AdamW step; with ``TrainConfig.cuda_graphs=True`` the forward and
-backward run through :class:`~spt.train.graphs.GraphedStep` (captured and replayed on CUDA), as
-fit() runs them then.
+backward, gradient clipping, AdamW step, at the implementation paths ``TrainConfig.paths`` gives
+(:mod:`spt.train.paths`: "auto" measures, a mapping pins, "reference" takes the references); with
+the step's path "graphs" the forward and backward run through
+:class:`~spt.train.graphs.GraphedStep` (captured and replayed on CUDA), as fit() runs them then.
 
 FLOPs of a step are counted, not guessed: ``torch.utils.flop_counter.FlopCounterMode`` records the
 matmuls and the attention (SDPA) of one forward + backward as executed; attention is counted
@@ -20,7 +21,7 @@ import dataclasses
 import math
 import time
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Optional
 
 import torch
 
@@ -34,6 +35,7 @@ from .graphs import WARMUP as GRAPH_WARMUP
 from .graphs import GraphedStep
 from .objectives import Denoising
 from .optim import build_optimizer
+from .paths import choose
 
 
 @dataclass
@@ -45,8 +47,9 @@ class StepReport:
     peak_mem_gb  : torch.cuda.max_memory_allocated during the timed steps (nan on CPU).
     host_syncs   : host-device synchronisations seen in one forward + backward (CUDA only).
     losses       : the training loss of every step, warm-up steps included (the same model,
-                   batch and seeds give the same sequence eagerly and with cuda_graphs).
-    graphs       : whether the step ran through GraphedStep (TrainConfig.cuda_graphs).
+                   batch and seeds give the same sequence eagerly and captured).
+    graphs       : whether the step ran through GraphedStep (the step's path "graphs").
+    paths        : {kind: path, "step": path} it ran (:meth:`spt.train.paths.Chosen.kinds`).
     """
 
     name: str
@@ -62,6 +65,7 @@ class StepReport:
     host_syncs: list = dataclasses.field(default_factory=list)
     losses: list = dataclasses.field(default_factory=list)
     graphs: bool = False
+    paths: dict = dataclasses.field(default_factory=dict)
 
     def row(self) -> str:
         return (f"{self.name:<28} {self.params / 1e6:7.2f}M {self.batch:5d} {self.seq_len:7d} "
@@ -146,12 +150,11 @@ def count_step_flops(model, objective, batch: dict, device: torch.device) -> flo
     """FLOPs of one forward + backward (matmuls and attention counted, FFTs estimated)."""
     from torch.utils.flop_counter import FlopCounterMode
     attn = [m for m in model.modules() if isinstance(m, Attention)]
-    saved = [(m.backend, m.local_backend) for m in attn]
-    # flash-attn's kernel is not seen by the counter, SDPA's is; FlexAttention is counted as
-    # dense (every score), so local attention is counted on its gather path
+    saved = [m.path for m in attn]
+    # flash-attn's kernel is not seen by the counter, SDPA's is; FlexAttention and the dense mask
+    # would count every score: local attention is counted on its gather path ("torch")
     for m in attn:
-        m.backend = "sdpa" if m.backend != "manual" else "manual"
-        m.local_backend = "gather"
+        m.path = "ref" if m.path == "ref" else "torch"
     gen = torch.Generator(device=device).manual_seed(0)
     try:
         with FlopCounterMode(display=False) as fc:
@@ -159,8 +162,8 @@ def count_step_flops(model, objective, batch: dict, device: torch.device) -> flo
                 loss, _ = objective.step(model, batch, gen)
             loss.backward()
     finally:
-        for m, (b, lb) in zip(attn, saved):
-            m.backend, m.local_backend = b, lb
+        for m, path in zip(attn, saved):
+            m.path = path
     model.zero_grad(set_to_none=True)
     return float(fc.get_total_flops()) + _fft_flops(model, batch["inputs"].shape[0],
                                                     batch["inputs"].shape[1])
@@ -192,38 +195,37 @@ def measure_training_step(name: str, model_cfg, objective: ObjectiveConfig, spec
                           batch_size: int, device: torch.device, *, steps: int = 10,
                           warmup: int = 3, train_cfg: Optional[TrainConfig] = None,
                           peak_flops: Optional[float] = None, flops: Optional[float] = None,
-                          min_time: float = 0.0, find_syncs: bool = True,
-                          configure: Optional[Callable[[torch.nn.Module], None]] = None
-                          ) -> StepReport:
+                          min_time: float = 0.0, find_syncs: bool = True) -> StepReport:
     """Build the pretraining model of `model_cfg`, run `warmup` + `steps` training steps on a
     synthetic full-length batch and report time, tokens/s, FLOPs, MFU and peak memory.
 
-    train_cfg.cuda_graphs=True: the step runs through GraphedStep; on CUDA the warm-up is at
-    least WARMUP + 1 steps, so every timed step replays the captured graph.
+    train_cfg.paths: the implementation paths, set as fit() sets them (:func:`spt.train.paths.
+    choose`, measuring what a pinned mapping leaves open, with no budget); with the step's path
+    "graphs" the step runs through GraphedStep, and on CUDA the warm-up is at least WARMUP + 1
+    steps, so every timed step replays the captured graph.
     flops      : FLOPs per step when already counted (another measurement of the same model);
                  None: counted here.
     min_time   : go on stepping past `steps` until this many seconds have passed (at most
                  100 x steps), so that fast steps are timed over many.
     find_syncs : list the host-device syncs of one step (StepReport.host_syncs; CUDA only).
-    configure  : configure(model), if given, runs on the built model first (e.g. to choose
-                 kernel backends).
     """
     cfg = train_cfg or TrainConfig(device=str(device))
     torch.manual_seed(0)
     model = pretraining_model(model_cfg, spec, objective).to(device)
-    if configure is not None:
-        configure(model)
     set_grad_checkpointing(model, cfg.grad_checkpointing)
     model.train()
     obj = Denoising(objective, spec)
     batch = synthetic_batch(spec, batch_size, device)
+    chosen = choose(model, obj, batch, cfg, device, torch.Generator(device=device).manual_seed(0),
+                    total_steps=None)
     if flops is None:
         flops = count_step_flops(model, obj, batch, device)
     syncs = host_syncs_per_step(model, obj, batch, device) if find_syncs else []
     opt = build_optimizer(model, cfg)
     fwd = torch.compile(model) if cfg.compile else model
     gen = torch.Generator(device=device).manual_seed(cfg.seed)
-    graphed = GraphedStep(model, fwd, obj, cfg, device, gen) if cfg.cuda_graphs else None
+    graphed = (GraphedStep(model, fwd, obj, cfg, device, gen)
+               if chosen.paths.get("step") == "graphs" else None)
     if graphed is not None and device.type == "cuda":
         warmup = max(warmup, GRAPH_WARMUP + 1)
     losses = []
@@ -268,4 +270,5 @@ def measure_training_step(name: str, model_cfg, objective: ObjectiveConfig, spec
                       seq_len=spec.seq_len, step_s=dt, tokens_per_s=batch_size * spec.seq_len / dt,
                       flops_per_step=flops, mfu=flops / dt / peak, peak_mem_gb=mem,
                       peak_flops=peak, host_syncs=syncs,
-                      losses=torch.stack(losses).tolist(), graphs=graphed is not None)
+                      losses=torch.stack(losses).tolist(), graphs=graphed is not None,
+                      paths=chosen.kinds())

@@ -151,6 +151,9 @@ def test_the_check_command_prints_the_estimate_and_its_assumption(fixtures, caps
     assert code == 0
     assert "estimated wall time on cpu" in out and "step cap x" in out
     assert "hours_all_seeds" in out
+    # the paths the timed steps ran, which the estimate therefore assumes
+    assert "paths (1 cell): pretrain: fft_conv torch, s4_kernel torch, step eager" in out, out
+    assert "--tune, or `spt tune`, measures them first" in out
 
 
 def test_study_05_paper_dry_run_passes_every_cell_with_gpt_neox_tokenizer_gaps(

@@ -48,24 +48,6 @@ def both_ways(cores: nn.ModuleList, u: torch.Tensor, valid: Optional[torch.Tenso
     return y
 
 
-def with_scan_backend(mixer: nn.Module, backend: str) -> nn.Module:
-    """A deep copy of `mixer` (or of a whole model) whose recurrences run at `backend`: every
-    recurrence core (a submodule with a ``scan_backend`` attribute: the ``backend=`` its
-    recurrence is called with, :mod:`spt.kernels.library`) gets scan_backend = backend."""
-    import copy
-    out = copy.deepcopy(mixer)
-    for m in out.modules():
-        if hasattr(m, "scan_backend"):
-            m.scan_backend = backend
-    return out
-
-
-def with_reference(mixer: nn.Module) -> nn.Module:
-    """:func:`with_scan_backend` "ref": every recurrence runs its ``*_ref`` loop over time. The
-    tests and bench/mixer_throughput.py compare the fast path with this copy."""
-    return with_scan_backend(mixer, "ref")
-
-
 def direction_count(causal: bool) -> int:
     return 1 if causal else 2
 

@@ -18,9 +18,9 @@ n_heads 0: the width sets the head count, key width about 0.75 D, fla's rule).
 With causal=False the split follows Mamba's: q_proj, k_proj, v_proj, g_proj, o_proj and the norm
 exist once; each direction has its own convolutions, a_proj, b_proj, A_log and dt_bias (the second
 direction runs over the reversed rows), and the two directions' o are summed before the norm.
-The rule is :func:`spt.kernels.delta_rule.gated_delta_rule` at the cores' ``scan_backend``: by default
-fla's (flash-linear-attention's) ``chunk_gated_delta_rule`` on CUDA when it is installed,
-elsewhere spt's chunked form.
+The rule is :func:`spt.kernels.delta_rule.gated_delta_rule` at the cores' path: spt's chunked form,
+or fla's (flash-linear-attention's) ``chunk_gated_delta_rule`` on CUDA where ``TrainConfig.paths``
+measures it faster (:mod:`spt.kernels.paths`).
 """
 from __future__ import annotations
 
@@ -45,10 +45,14 @@ class GatedDeltaNetCore(nn.Module):
     """One direction: convs -> SiLU -> L2 norm, beta and the decay, the gated delta rule.
     forward(u (B, L, H*K + H*K + H*V + D): q, k, v before their convs and x, valid) -> (B, L, H, V).
 
-    ``scan_backend`` (a plain attribute, "auto" unless set; not a parameter or buffer) is the
-    recurrence's ``backend=`` (:mod:`spt.kernels.library`);
-    :func:`~spt.models.mixers.common.with_reference` sets it to "ref", the loop over time.
+    ``path`` (:mod:`spt.kernels.paths`) is the recurrence's ``backend=``: "torch" (spt's own
+    form, the reference) unless set; "library" is fla's ``chunk_gated_delta_rule`` on CUDA;
+    "ref" is the loop over time.
     """
+
+    path_kind = "gated_delta_rule"
+    paths = ("torch", "library", "ref")
+    candidates = ("torch", "library")  # the loop over time is the tests' oracle
 
     def __init__(self, d_model: int, n_heads: int, head_k: int, head_v: int, d_conv: int,
                  conv_bias: bool = False):
@@ -62,7 +66,7 @@ class GatedDeltaNetCore(nn.Module):
         self.A_log = nn.Parameter(torch.log(torch.empty(n_heads).uniform_(0, 16).clamp(min=1e-4)))
         self.dt_bias = nn.Parameter(inverse_softplus(log_uniform_dt(n_heads, 0.001, 0.1)))
         no_weight_decay(self.A_log, self.dt_bias)
-        self.scan_backend = "auto"
+        self.path = "torch"
 
     def forward(self, u: torch.Tensor, valid: Optional[torch.Tensor]) -> torch.Tensor:
         q, k, v, x = u.split(self.sizes, dim=-1)
@@ -71,7 +75,7 @@ class GatedDeltaNetCore(nn.Module):
         q, k = l2_normalise(q), l2_normalise(k)
         beta = torch.sigmoid(self.b_proj(x))
         g = -torch.exp(self.A_log.float()) * F.softplus(self.a_proj(x).float() + self.dt_bias)
-        return gated_delta_rule(q, k, v, g, beta, valid, backend=self.scan_backend)
+        return gated_delta_rule(q, k, v, g, beta, valid, backend=self.path)
 
 
 class GatedDeltaNet(nn.Module):

@@ -12,9 +12,9 @@ fla's ``GatedLinearAttention`` layer at its defaults (no short convolution, no f
 K = expand_k * D / H and V = expand_v * D / H per head. With causal=False the forget-gate
 projection (W1, W2, b) and the recurrence exist once per direction (the second runs over the
 reversed rows) and the two o's are summed before the norm; q_proj, k_proj, v_proj, g_proj, the
-norm and o_proj are shared. The recurrence is :func:`spt.kernels.gla.gla` at the cores'
-``scan_backend``: by default fla's ``chunk_gla`` on CUDA when it is installed, elsewhere spt's chunked
-form (no loop over time).
+norm and o_proj are shared. The recurrence is :func:`spt.kernels.gla.gla` at the cores' path: spt's
+chunked form (no loop over time), or fla's ``chunk_gla`` on CUDA where ``TrainConfig.paths``
+measures it faster (:mod:`spt.kernels.paths`).
 """
 from __future__ import annotations
 
@@ -32,10 +32,14 @@ class GLACore(nn.Module):
     """One direction of a GLA mixer: the low-rank forget gate and the recurrence.
     u = [x, q, k, v] (B, L, D + 2 H K + H V) -> o (B, L, H V), before the norm.
 
-    ``scan_backend`` (a plain attribute, "auto" unless set; not a parameter or buffer) is the
-    recurrence's ``backend=`` (:mod:`spt.kernels.library`);
-    :func:`~spt.models.mixers.common.with_reference` sets it to "ref", the loop over time.
+    ``path`` (:mod:`spt.kernels.paths`) is the recurrence's ``backend=``: "torch" (spt's own
+    form, the reference) unless set; "library" is fla's ``chunk_gla`` on CUDA;
+    "ref" is the loop over time.
     """
+
+    path_kind = "gla"
+    paths = ("torch", "library", "ref")
+    candidates = ("torch", "library")  # the loop over time is the tests' oracle
 
     def __init__(self, d_model: int, n_heads: int, key_dim: int, value_dim: int, gate_rank: int,
                  gate_norm: float):
@@ -44,13 +48,13 @@ class GLACore(nn.Module):
                                      nn.Linear(gate_rank, key_dim))
         self.n_heads, self.gate_norm = n_heads, gate_norm
         self.sizes = (d_model, key_dim, key_dim, value_dim)
-        self.scan_backend = "auto"
+        self.path = "torch"
 
     def forward(self, u: torch.Tensor, valid: Optional[torch.Tensor]) -> torch.Tensor:
         x, q, k, v = u.split(self.sizes, dim=-1)
         g = F.logsigmoid(self.gk_proj(x)) / self.gate_norm
         q, k, v, g = (t.unflatten(-1, (self.n_heads, -1)) for t in (q, k, v, g))
-        return gla(q, k, v, g, valid, backend=self.scan_backend).flatten(-2)
+        return gla(q, k, v, g, valid, backend=self.path).flatten(-2)
 
 
 class GLA(nn.Module):

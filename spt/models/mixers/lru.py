@@ -15,7 +15,7 @@ the input); B, C Glorot-style complex normals (real and imaginary parts with var
 for B, 1 / N for C), D standard normal.
 
 The recurrence runs on :func:`spt.kernels.scan.linear_scan` over complex tensors (a parallel
-scan, no loop over time; the cores' ``scan_backend`` "ref" runs the loop). With causal=False (nu,
+scan, no loop over time; the cores' path "ref" runs the loop). With causal=False (nu,
 theta, gamma, B, C, D) exist once per direction (the second runs over the reversed rows) and the
 two y's are summed before the GELU; the GLU is shared. The recurrent parameters train as
 minimal-LRU (the LRU's reference code) trains them: nu_log, theta_log, gamma_log, B_re and B_im
@@ -50,10 +50,13 @@ class LRUCore(nn.Module):
     """One direction of an LRU mixer: the complex diagonal recurrence and its read-out.
     u (B, L, D) -> y (B, L, D) = Re(C x) + D u.
 
-    ``scan_backend`` (a plain attribute, "auto" unless set; not a parameter or buffer) is the
-    recurrence's ``backend=`` (:mod:`spt.kernels.library`);
-    :func:`~spt.models.mixers.common.with_reference` sets it to "ref", the loop over time.
+    ``path`` (:mod:`spt.kernels.paths`) is the recurrence's ``backend=``: "torch" (spt's own
+    form, the reference) unless set; "ref" is the loop over time.
     """
+
+    path_kind = "linear_scan"
+    paths = ("torch", "ref")
+    candidates = ("torch",)  # no library kernel: nothing to choose
 
     def __init__(self, d_model: int, d_state: int, r_min: float, r_max: float, max_phase: float,
                  recurrent_lr_scale: Optional[float] = 0.5):
@@ -68,7 +71,7 @@ class LRUCore(nn.Module):
         self.C_re = nn.Parameter(torch.randn(d_model, d_state) / math.sqrt(d_state))
         self.C_im = nn.Parameter(torch.randn(d_model, d_state) / math.sqrt(d_state))
         self.D = nn.Parameter(torch.randn(d_model))
-        self.scan_backend = "auto"
+        self.path = "torch"
         if recurrent_lr_scale is None:
             no_weight_decay(self.nu_log, self.theta_log, self.gamma_log)
         else:
@@ -81,7 +84,7 @@ class LRUCore(nn.Module):
         Bu = torch.complex(u @ self.B_re.T, u @ self.B_im.T) * gamma        # (B, L, N)
         if valid is not None:  # pads feed nothing into the state
             Bu = Bu * valid[..., None].to(u.dtype)
-        x = linear_scan(lam.expand_as(Bu), Bu, backend=self.scan_backend)
+        x = linear_scan(lam.expand_as(Bu), Bu, backend=self.path)
         return x.real @ self.C_re.T - x.imag @ self.C_im.T + self.D * u
 
 

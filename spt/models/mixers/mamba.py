@@ -9,9 +9,9 @@ Spaces", Fig. 3 and Alg. 2), causal or bidirectional.
 
 With causal=False the convolution, x_proj, dt_proj, A and D exist once per direction (the second
 runs over the reversed rows) and the two y's are summed before the gate; in_proj and out_proj are
-shared. The scan is :func:`spt.kernels.scan.selective_scan` at the cores' ``scan_backend``: by default
-mamba-ssm's ``selective_scan_fn`` on CUDA when it is installed, elsewhere spt's parallel scan (no
-loop over time).
+shared. The scan is :func:`spt.kernels.scan.selective_scan` at the cores' path: spt's parallel
+scan (no loop over time), or mamba-ssm's ``selective_scan_fn`` on CUDA where ``TrainConfig.paths``
+measures it faster (:mod:`spt.kernels.paths`).
 """
 from __future__ import annotations
 
@@ -40,10 +40,14 @@ def log_uniform_dt(n: int, dt_min: float, dt_max: float) -> torch.Tensor:
 class MambaCore(nn.Module):
     """One direction of a Mamba mixer: conv -> SiLU -> selective SSM. (B, L, E*D) -> (B, L, E*D).
 
-    ``scan_backend`` (a plain attribute, "auto" unless set; not a parameter or buffer) is the
-    recurrence's ``backend=`` (:mod:`spt.kernels.library`);
-    :func:`~spt.models.mixers.common.with_reference` sets it to "ref", the loop over time.
+    ``path`` (:mod:`spt.kernels.paths`) is the recurrence's ``backend=``: "torch" (spt's own
+    form, the reference) unless set; "library" is mamba-ssm's ``selective_scan_fn`` on CUDA;
+    "ref" is the loop over time.
     """
+
+    path_kind = "selective_scan"
+    paths = ("torch", "library", "ref")
+    candidates = ("torch", "library")  # the loop over time is the tests' oracle
 
     def __init__(self, inner: int, d_state: int, d_conv: int, dt_rank: int, dt_min: float,
                  dt_max: float):
@@ -58,7 +62,7 @@ class MambaCore(nn.Module):
         self.D = nn.Parameter(torch.ones(inner))
         no_weight_decay(self.A_log, self.D, self.dt_proj.bias)
         self.sizes = (dt_rank, d_state, d_state)
-        self.scan_backend = "auto"
+        self.path = "torch"
 
     def forward(self, x: torch.Tensor, valid: Optional[torch.Tensor]) -> torch.Tensor:
         x = F.silu(self.conv(x))
@@ -67,7 +71,7 @@ class MambaCore(nn.Module):
         dt, B, C = self.x_proj(x).split(self.sizes, dim=-1)
         delta = F.softplus(self.dt_proj(dt))
         A = -torch.exp(self.A_log.float())
-        return selective_scan(x, delta, A, B, C, self.D, backend=self.scan_backend)
+        return selective_scan(x, delta, A, B, C, self.D, backend=self.path)
 
 
 class Mamba(nn.Module):

@@ -16,9 +16,9 @@ and dt_bias.
 With causal=False the convolution, dt_bias, A_log and D exist once per direction (the second runs
 over the reversed rows) and the two y's are summed before the gated norm; in_proj (which makes x,
 B, C and dt for both directions) and out_proj are shared, as in :mod:`~spt.models.mixers.mamba`.
-The SSD is :func:`spt.kernels.ssd.ssd` at the cores' ``scan_backend``: by default mamba-ssm's
-``mamba_chunk_scan_combined`` on CUDA when it is installed, elsewhere spt's chunked block
-decomposition (no loop over time).
+The SSD is :func:`spt.kernels.ssd.ssd` at the cores' path: spt's chunked block decomposition (no
+loop over time), or mamba-ssm's ``mamba_chunk_scan_combined`` on CUDA where ``TrainConfig.paths``
+measures it faster (:mod:`spt.kernels.paths`).
 """
 from __future__ import annotations
 
@@ -37,10 +37,14 @@ class Mamba2Core(nn.Module):
     """One direction of a Mamba-2 mixer: conv -> SiLU -> SSD.
     (B, L, E*D + 2N + H) holding (x, B, C, dt) -> y (B, L, E*D).
 
-    ``scan_backend`` (a plain attribute, "auto" unless set; not a parameter or buffer) is the
-    recurrence's ``backend=`` (:mod:`spt.kernels.library`);
-    :func:`~spt.models.mixers.common.with_reference` sets it to "ref", the loop over time.
+    ``path`` (:mod:`spt.kernels.paths`) is the recurrence's ``backend=``: "torch" (spt's own
+    form, the reference) unless set; "library" is mamba-ssm's ``mamba_chunk_scan_combined`` on CUDA;
+    "ref" is the loop over time.
     """
+
+    path_kind = "ssd"
+    paths = ("torch", "library", "ref")
+    candidates = ("torch", "library")  # the loop over time is the tests' oracle
 
     def __init__(self, inner: int, d_state: int, head_dim: int, d_conv: int, dt_min: float,
                  dt_max: float):
@@ -52,7 +56,7 @@ class Mamba2Core(nn.Module):
         self.D = nn.Parameter(torch.ones(self.n_heads))
         no_weight_decay(self.A_log, self.D, self.dt_bias)
         self.sizes = (inner, d_state, d_state)
-        self.scan_backend = "auto"
+        self.path = "torch"
 
     def forward(self, u: torch.Tensor, valid: Optional[torch.Tensor]) -> torch.Tensor:
         xBC, dt = u.split((sum(self.sizes), self.n_heads), dim=-1)
@@ -60,7 +64,7 @@ class Mamba2Core(nn.Module):
         x = x.unflatten(-1, (self.n_heads, -1))                       # (B, L, H, P)
         dt = F.softplus(dt + self.dt_bias)
         A = -torch.exp(self.A_log.float())
-        return ssd(x, dt, A, B, C, self.D, valid=valid, backend=self.scan_backend).flatten(-2)
+        return ssd(x, dt, A, B, C, self.D, valid=valid, backend=self.path).flatten(-2)
 
 
 class Mamba2(nn.Module):

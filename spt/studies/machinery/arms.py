@@ -28,6 +28,7 @@ from ...config import ObjectiveConfig, TrainConfig, TransformerConfig, replace, 
 from ...data.task import Task
 from ...model_config import model_config_to_dict
 from ...models.model import count_parameters
+from ...provenance import current_provenance
 from ...ssm_config import SSMConfig
 from ...train import finetune, pretrain, train_from_scratch
 from .cells import scalar_dataset
@@ -193,9 +194,10 @@ class Arm(Job):
         return [StageView("pretrain", self.pretrain, objective=self.objective, **common),
                 supervised]
 
-    def with_device(self, device: str) -> "Arm":
-        pt = replace(self.pretrain, device=device) if self.pretrain else None
-        return dataclasses.replace(self, train=replace(self.train, device=device), pretrain=pt)
+    def with_execution(self, device: str = "auto", paths="auto") -> "Arm":
+        run = dict(device=device, paths=paths)
+        pt = replace(self.pretrain, **run) if self.pretrain else None
+        return dataclasses.replace(self, train=replace(self.train, **run), pretrain=pt)
 
     def dry(self, dry) -> "Arm":
         return dry.arm(self)
@@ -286,7 +288,10 @@ def run_arm(task: Union[Task, TaskRef], arm: Arm, seed: int, run_dir: Path) -> x
     arrays.update(curve_train_loss=history_curve(r.history, "train_loss"),
                   **{f"curve_train_{m}": history_curve(r.history, f"train_{m}"),
                      f"curve_val_{m}": history_curve(r.history, f"val_{m}")})
-    return scalar_dataset(values, **arrays)
+    ds = scalar_dataset(values, **arrays)
+    stages = {"pretrain": pt.paths} if arm.is_spt else {}
+    ds.attrs["provenance"] = current_provenance(paths={**stages, stage: r.paths})
+    return ds
 
 
 def task_ref(task: str, root: str) -> TaskRef:

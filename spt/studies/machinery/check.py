@@ -45,6 +45,7 @@ import numpy as np
 import torch
 
 from ...config import TrainConfig, replace
+from ...provenance import describe_paths
 from .arms import Arm, TaskRef
 
 # TrainConfig fields a dry run sets, whatever the preset says.
@@ -147,6 +148,7 @@ class CellCheck:
     oom: bool = False  # the error was running out of memory
     skipped: str = ""  # why the cell was not run (a deadline), "" when it was
     split: int = 1  # at the stages' own batch: the divisor of the batch that fit in memory
+    paths: dict = dataclasses.field(default_factory=dict)  # stage -> {kind: path} it ran
 
     @property
     def ok(self) -> bool:
@@ -171,7 +173,7 @@ class CellCheck:
                 **{f"{k}_est_h": v for k, v in self.estimate_h.items()}, "est_h": self.hours,
                 "unbounded_h": sum(self.unbounded_h.values()) if self.unbounded_h else math.nan,
                 "seeds": self.seeds, "split": self.split, "peak_GiB": self.peak_bytes / 2**30,
-                "error": self.error}
+                "paths": describe_paths(self.paths), "error": self.error}
 
     def line(self) -> str:
         stages = " ".join(f"{k} {v:.1f}s" for k, v in self.stage_times.items())
@@ -252,7 +254,8 @@ def run_check(study: str, cells: Sequence, device: torch.device,
               log: Callable[[str], None] = print, plans: Optional[dict] = None,
               dry_batch: Optional[int] = 2,
               halved: Optional[Callable[[int], dict]] = None,
-              until: Optional[float] = None) -> list[CellCheck]:
+              until: Optional[float] = None,
+              after: Optional[Callable[[CellCheck], None]] = None) -> list[CellCheck]:
     """Run each (dry) cell in a fresh temporary folder; one CellCheck per cell, failures caught.
 
     plans     : {(cell name, stage): StagePlan} to estimate each stage's hours from.
@@ -261,6 +264,7 @@ def run_check(study: str, cells: Sequence, device: torch.device,
                 by `split` and its accumulation multiplied by it: a cell that runs out of memory
                 is retried through it with split 2, 4, ... (at most 2 ** MAX_HALVINGS).
     until     : a time.monotonic() deadline: cells not started by then are returned skipped.
+    after     : after(result), called as each cell's check ends (``spt tune`` collects there).
     """
     out = []
     for cell in cells:
@@ -280,6 +284,8 @@ def run_check(study: str, cells: Sequence, device: torch.device,
             estimate(r, plans, dry_batch)
         log(r.line())
         out.append(r)
+        if after is not None:
+            after(r)
     return out
 
 
@@ -300,6 +306,7 @@ def _check_cell(study: str, cell, device: torch.device) -> CellCheck:
             v = _value(ds, var)
             if v == v:
                 r.stage_times[stage] = v
+        r.paths = dict(ds.attrs.get("provenance", {}).get("paths", {}))
     except Exception as e:  # the check reports every failing cell and goes on
         r.error = _error_line(e)
         r.traceback = traceback.format_exc()
@@ -343,7 +350,8 @@ def _first_seed(cells: Sequence) -> list:
 def check(study, *, preset: str = "paper", data_root=None, batch: Optional[int] = 2,
           device: str = "auto", only: Optional[str] = None, models: Optional[dict] = None,
           log: Callable[[str], None] = print, sizes: str = "paper",
-          distinct: bool = False, until: Optional[float] = None) -> list[CellCheck]:
+          distinct: bool = False, until: Optional[float] = None,
+          after: Optional[Callable[[CellCheck], None]] = None) -> list[CellCheck]:
     """Dry-run every cell of `study` (its name, or a :class:`Study`) at `preset` (see the module docstring).
 
     batch  : the batch of every stage's steps, or None: each stage's own (halved, with more
@@ -353,6 +361,7 @@ def check(study, *, preset: str = "paper", data_root=None, batch: Optional[int] 
     distinct : check one cell per distinct (task, model) only (:func:`distinct_cells`); the
              others share its shapes.
     until  : a time.monotonic() deadline; cells not started by then are returned skipped.
+    after  : after(result), called as each cell's check ends.
     models : your model configs beside the study's own ({name: config}, as for the study's run);
              only the grid studies take them.
     sizes  : what the estimate sizes the runs by: "paper" (the paper's split sizes, for a paper
@@ -381,7 +390,7 @@ def check(study, *, preset: str = "paper", data_root=None, batch: Optional[int] 
     plans = _plans(s, preset, data_root, sizes)
     halved = None if batch is not None else (lambda split: {c.key: c for c in cells_at(split)})
     return run_check(s.name, cells, device_for(device), log, plans=plans, dry_batch=batch,
-                     halved=halved, until=until)
+                     halved=halved, until=until, after=after)
 
 
 def distinct_cells(cells: Sequence) -> list:
@@ -437,6 +446,19 @@ def summary(results: Sequence[CellCheck]) -> str:
     return (f"{len(results)} cells: {len(results) - len(failed) - len(skipped)} passed, "
             f"{len(failed)} failed{f', {len(skipped)} not checked' if skipped else ''}; "
             f"{total:.0f} s in all; highest peak {peak / 2**30:.2f} GiB")
+
+
+def paths_summary(results: Sequence[CellCheck]) -> str:
+    """The implementation paths the timed steps ran (TrainConfig.paths), one line per distinct
+    set with how many cells ran it: what the estimate assumes."""
+    counts: dict = {}
+    for r in results:
+        if r.paths:
+            key = describe_paths(r.paths)
+            counts[key] = counts.get(key, 0) + 1
+    if not counts:
+        return "paths: none recorded"
+    return "\n".join(f"paths ({n} cell{'s' if n > 1 else ''}): {k}" for k, n in counts.items())
 
 
 def cost_table(results: Sequence[CellCheck], device: str = ""):

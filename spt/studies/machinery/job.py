@@ -22,7 +22,9 @@ class Job:
     run(task, seed, run_dir) -> xr.Dataset: train (resuming what run_dir holds) and report the
                             cell's values; task is a TaskRef (loaded in the worker) or a Task
     stages(ref)          -> [StageView]: the stages it trains, for the plan and the fidelity check
-    with_device(device)  -> Job: the same job on another device
+    with_execution(device, paths) -> Job: the same job on another device, at other
+                                        implementation paths (TrainConfig.device, .paths: what
+                                        never changes a result)
     dry(dry)             -> Job: the job shrunk by a DryRun / FewSteps (spt.studies.machinery.check,
                             spt.studies.machinery.laptop)
     task_ref(ref)        -> TaskRef: the task it reads (a job may need loader options of its own)
@@ -44,7 +46,7 @@ class Job:
     def stages(self, ref) -> list:
         raise NotImplementedError
 
-    def with_device(self, device: str) -> "Job":
+    def with_execution(self, device: str = "auto", paths="auto") -> "Job":
         raise NotImplementedError
 
     def dry(self, dry) -> "Job":

@@ -122,6 +122,8 @@ def _check_values(nb: Path, params: dict, runs_here: bool = True) -> None:
                                  "twice)", seeds)
     if "device" in params:
         _check_device(name, params["device"], runs_here)
+    if "paths" in params and params["paths"] not in ("auto", "reference"):
+        _fail(name, "paths", "auto or reference", params["paths"])
     study = _study_of(nb)
     if study is not None and any(k in params for k in ("preset", "tasks", "models",
                                                        "data_root")):

@@ -1,8 +1,8 @@
 """A study notebook's parameters cell, made from :meth:`Study.run`'s parameters: declared once here.
 
 Every study notebook (01-09) runs its study with ``study.run(preset, out_dir, data_root=...,
-seeds=..., workers=..., device=..., tasks=..., models=..., baselines=...)``; its parameters cell
-declares those arguments, and only those the study takes (``tasks`` where its results have a
+seeds=..., workers=..., device=..., paths=..., tasks=..., models=..., baselines=...)``; its
+parameters cell declares those arguments, and only those the study takes (``tasks`` where its results have a
 "task" dim, ``models`` where :attr:`Study.takes_models`, ``baselines`` where
 :attr:`Study.takes_baselines`). :func:`parameters_cell` writes that cell;
 tests/studies/test_study_texts.py checks that each notebook holds it word for word and passes every
@@ -84,6 +84,10 @@ def parameters(study: Study) -> list:
                              "float rounding (about 1e-7: each worker gets a share of the CPU "
                              "threads)"),
         "device": Parameter("device", "str", '"auto"', "cpu, cuda, cuda:N or auto"),
+        "paths": Parameter("paths", "str", '"auto"', "how the models compute on the device: auto "
+                           "(measured, checked against the references, cached: `spt tune`) or "
+                           "reference; results agree up to float rounding and are reused across "
+                           "both"),
         "tasks": Parameter("tasks", "list", "[]", f"run only these tasks of the preset, e.g. "
                            f"[{', '.join(tasks[:2])}] (empty: all)"),
         "models": Parameter("models", "dict", "{}", 'your layers beside the preset\'s models, '

@@ -81,13 +81,15 @@ def cell_line(coords: dict) -> str:
 
 
 def preset_cells(p: GridPreset, *, seeds: Optional[Sequence[int]] = None, device: str = "auto",
-                 dry=None) -> list[Cell]:
+                 dry=None, paths="auto") -> list[Cell]:
     """One Cell per entry x seed. dry: a :class:`spt.studies.machinery.check.DryRun` or
-    :class:`spt.studies.machinery.laptop.FewSteps` (the same cells, shrunk) or None."""
+    :class:`spt.studies.machinery.laptop.FewSteps` (the same cells, shrunk) or None. device and
+    paths: where and how the cells execute (TrainConfig.device, .paths), not what they compute:
+    a cell's identity is the same on every device and at every path."""
     seeds = tuple(seeds) if seeds else p.seeds
     out = []
     for e in p.entries:
-        ref, job = e.task, e.job.with_device(device)
+        ref, job = e.task, e.job.with_execution(device, paths)
         if dry is not None:
             ref, job = dry.ref(ref, job), job.dry(dry)
         for s in seeds:
@@ -197,7 +199,8 @@ class Study:
 
     def cells(self, preset="smoke", *, data_root=None, seeds: Optional[Sequence[int]] = None,
               device: str = "auto", dry=None, tasks: Optional[Sequence[str]] = None,
-              models: Optional[dict] = None, only: Optional[str] = None) -> list[Cell]:
+              models: Optional[dict] = None, only: Optional[str] = None,
+              paths="auto") -> list[Cell]:
         """One Cell per entry x seed of the preset; fails before anything trains when a task's
         data folder is missing (saying what to run).
 
@@ -216,26 +219,28 @@ class Study:
                                  f"they read like {first!r}")
             p = dataclasses.replace(p, entries=tuple(hit))
         check_data([e.task for e in p.entries], self.name)
-        cells = preset_cells(p, seeds=seeds, device=device, dry=dry)
+        cells = preset_cells(p, seeds=seeds, device=device, dry=dry, paths=paths)
         return [c for c in cells if not only or pattern.search(cell_line(c.coords))]
 
     def run(self, preset="smoke", out_dir="results", *, data_root=None,
             seeds: Optional[Sequence[int]] = None, workers: int = 1, device: str = "auto",
-            tasks: Optional[Sequence[str]] = None, models: Optional[dict] = None,
+            paths="auto", tasks: Optional[Sequence[str]] = None, models: Optional[dict] = None,
             baselines: Optional[Sequence[str]] = None) -> xr.Dataset:
         """Run (or reuse) every cell of the preset; returns a Dataset over the study's dims
         (a "model" dim added by your `models`; init values "scratch+<prior>" added by
         `baselines`, cheap priors trained from scratch beside each scratch arm). workers: cells
         in parallel processes (0: one per core; the smoke preset's cells then run in this
-        process); a different `workers` or device agrees up to float rounding and reuses the
-        finished cells (:func:`spt.studies.machinery.cells.run_cells`)."""
+        process); paths: the implementation paths of every run (TrainConfig.paths: "auto",
+        "reference" or a mapping); a different `workers`, device or paths agrees up to float
+        rounding and reuses the finished cells (:func:`spt.studies.machinery.cells.run_cells`);
+        which paths each cell ran is in its provenance (:func:`spt.results.provenance`)."""
         p = self.preset(preset, data_root, tasks=tasks, models=models, baselines=baselines)
         check_data([e.task for e in p.entries], self.name)
         print(f"{self.name} [{p.name}]: {p.note}" + (f"\n{SMOKE_SAYS}" if p.name == "smoke" else ""))
         if p.name == "smoke" and workers == 0:  # seconds-long cells: a spawned process per cell
             workers = 1                         # (its imports) would cost more than the cell
-        ds = run_cells(self.name, preset_cells(p, seeds=seeds, device=device), out_dir,
-                       workers=workers)
+        ds = run_cells(self.name, preset_cells(p, seeds=seeds, device=device, paths=paths),
+                       out_dir, workers=workers)
         note = other_code_note(ds)  # reused cells made by another spt version: said, not refused
         if note:
             print(note)

@@ -1,6 +1,6 @@
 """Neighbour-block and banded attention through FlexAttention's block-sparse kernel.
 
-The same pattern as spt.models.attention.local_attention's gather path, given to
+The same pattern as spt.kernels.attention.local_attention's gather path, given to
 ``torch.nn.attention.flex_attention`` as a ``BlockMask`` (Dong et al., "Flex Attention: A
 Programming Model for Generating Optimized Attention Kernels", 2024): no padding of the sequence,
 no gathered copies of the keys, and no score is computed for a tile of keys no query sees.
@@ -132,7 +132,7 @@ def local_attention_flex(q, k, v, block: int, key_valid=None, causal=False,
                          band: Optional[int] = None, slopes=None):
     """Neighbour-block (or banded) attention by flex_attention. q, k, v (B, H, L, D) -> same.
 
-    Same arguments and pattern as spt.models.attention.local_attention (no dropout). A query
+    Same arguments and pattern as spt.kernels.attention.local_attention (no dropout). A query
     with no allowed key (only where all its neighbour keys are padding) gets zeros.
     """
     mask = neighbour_block_mask(q.shape[-2], block, causal, band, key_valid, device=q.device)
