@@ -139,6 +139,9 @@ class ObjectiveConfig:
             raise ValueError(f"{c}.mask_ratio must be in (0, 1), got {self.mask_ratio}")
 
 
+# the largest TrainConfig.seed: per-epoch seeds (seed * 100003 + epoch) stay within int64
+MAX_SEED = 2**32 - 1
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Optimisation settings shared by pretrain(), finetune() and train_from_scratch().
@@ -332,6 +335,9 @@ class TrainConfig:
         _check_positive(c, "aux_denoise", self.aux_denoise, allow_zero=True)
         _check_positive(c, "warmup_steps", self.warmup_steps, allow_zero=True)
         _check_positive(c, "seed", self.seed, allow_zero=True)  # masks are drawn from (seed, epoch, index)
+        if self.seed > MAX_SEED:  # per-epoch seeds seed * 100003 + epoch must fit torch's int64
+            raise ValueError(f"{c}.seed={self.seed} is larger than spt's largest seed {MAX_SEED} "
+                             f"(2**32 - 1): give a smaller seed")
         _check_choice(c, "schedule", self.schedule, Schedule.__args__)
         _check_choice(c, "wd_groups", self.wd_groups, WdGroups.__args__)
         if self.schedule_steps is not None:

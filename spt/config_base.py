@@ -40,11 +40,28 @@ def _check_positive(cls: str, name: str, value, allow_zero: bool = False) -> Non
         raise ValueError(f"{cls}.{name} must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
 
 
+def _int_fields(cls) -> frozenset:
+    """The names of `cls`'s fields annotated ``int`` or ``Optional[int]`` (the annotations are
+    strings here: ``from __future__ import annotations``)."""
+    found = _INT_FIELDS.get(cls)
+    if found is None:
+        found = frozenset(f.name for f in dataclasses.fields(cls)
+                          if str(f.type).replace(" ", "") in ("int", "Optional[int]", "int|None"))
+        _INT_FIELDS[cls] = found
+    return found
+
+
+_INT_FIELDS: dict = {}
+
+
 def check_finite(cfg) -> None:
     """Every number of a config dataclass, and every number in its tuple fields (betas,
-    lr_milestones), is finite: NaN or infinity is a ValueError naming the field. Each config's
+    lr_milestones), is finite: NaN or infinity is a ValueError naming the field; and every field
+    declared ``int`` holds an int (``batch_size=16.5``, ``epochs=1.5``, ``seed=1e30`` are a
+    TypeError naming the field, not rounded later or refused deep inside torch). Each config's
     ``__post_init__`` calls it before its own checks (a NaN fails every comparison, so those
     would let it through or stop on it with a message about something else)."""
+    ints = _int_fields(type(cfg))
     for f in dataclasses.fields(cfg):
         value = getattr(cfg, f.name)
         for v in value if isinstance(value, (tuple, list)) else (value,):
@@ -52,6 +69,18 @@ def check_finite(cfg) -> None:
                 what = "is not" if v is value else f"holds {v!r}, not"
                 raise ValueError(f"{type(cfg).__name__}.{f.name}={value!r} {what} a finite number: "
                                  f"give a finite value")
+        if f.name in ints and value is not None and (
+                isinstance(value, bool) or not isinstance(value, numbers.Integral)):
+            raise TypeError(f"{type(cfg).__name__}.{f.name}={value!r} must be a whole number "
+                            f"(an int), got {type(value).__name__}: give e.g. "
+                            f"{f.name}={_whole(value)}")
+
+
+def _whole(value) -> str:
+    try:
+        return str(int(value)) if abs(value) < 1e9 else "1"
+    except (TypeError, ValueError, OverflowError):
+        return "1"
 
 
 def _check_count(cls: str, name: str, value) -> None:

@@ -49,15 +49,50 @@ __all__ = ["export_checkpoint", "load_checkpoint", "load_model", "NotAnSptCheckp
 
 
 def load_model(source, *, map_location="cpu", trust_remote_code: bool = False, **hub_kw):
-    """SequenceModel.from_pretrained(source): a folder or hub repo id (``revision=``, ``token=``).
+    """The model at `source`: a hub folder or hub repo id (SequenceModel.from_pretrained,
+    ``revision=``, ``token=``), a file of a hub folder (its folder is read), or a training run's
+    checkpoint file (``runs/pt/best.pt``: the model it holds, as export_checkpoint builds it).
 
-    trust_remote_code : needed (True) when config.json names a layer class outside spt, since
+    trust_remote_code : needed (True) when the config names a layer class outside spt, since
     building it imports that module and runs its code.
     """
-    if os.path.isdir(str(source)) and not (Path(source) / CONFIG_NAME).is_file():
-        check_config(None, str(source))  # the mixin would only log a warning
-    return SequenceModel.from_pretrained(str(source), map_location=map_location,
+    text = os.path.expanduser(str(source))
+    if os.path.isfile(text):
+        if Path(text).name in (CONFIG_NAME, WEIGHTS_NAME):
+            text = str(Path(text).parent)  # a file of a hub folder: the folder
+        else:  # a training checkpoint (best.pt / last.pt)
+            model = model_from_checkpoint(load_checkpoint(text, trust_remote_code=trust_remote_code))
+            return model.to(map_location)
+    elif not os.path.isdir(text) and _looks_local(text):
+        raise FileNotFoundError(f"load_model({str(source)!r}): there is no such file or folder, and "
+                                f"it is not a hub repo id (user/name). Check the path")
+    if os.path.isdir(text) and not (Path(text) / CONFIG_NAME).is_file():
+        check_config(None, text)  # the mixin would only log a warning
+    return SequenceModel.from_pretrained(text, map_location=map_location,
                                          trust_remote_code=trust_remote_code, **hub_kw)
+
+
+def _looks_local(text: str) -> bool:
+    """A source that can only be a local path: a hub repo id is ``name`` or ``user/name``."""
+    return (text.startswith((".", "/", "~")) or text.count("/") > 1 or os.sep != "/" and os.sep in text
+            or text.endswith((".pt", ".pth", ".json", ".safetensors")))
+
+
+def model_from_checkpoint(ckpt: dict):
+    """The model a training checkpoint (load_checkpoint's dict) holds, with its hub config: a
+    pretraining run's backbone and per-position head, a finetuning / scratch run's classifier."""
+    kind = "pretraining" if ckpt.get("stage") == "pretrain" else "classifier"
+    objective = ObjectiveConfig(**ckpt["objective"]) if kind == "pretraining" else None
+    config = hub_config(kind, model_config_from_dict(ckpt["model_config"]),
+                        TaskSpec(**ckpt["spec"]), objective)
+    model = build_from_config(config)
+    # a run trained with TrainConfig.aux_denoise also holds its denoising head (aux_head.*): a
+    # training device, not part of the classifier
+    weights = {k: v for k, v in ckpt["model"].items()
+               if not (kind == "classifier" and k.startswith("aux_head."))}
+    model.load_state_dict(weights, strict=True)
+    model.hub_config = config
+    return model
 
 
 def export_checkpoint(checkpoint, out_dir, *, push_to: Optional[str] = None,
@@ -79,17 +114,8 @@ def export_checkpoint(checkpoint, out_dir, *, push_to: Optional[str] = None,
                               f"new hub folder. Choose another out_dir, or pass overwrite=True to "
                               f"replace its model files")
     ckpt = load_checkpoint(checkpoint, trust_remote_code=trust_remote_code)
-    kind = "pretraining" if ckpt.get("stage") == "pretrain" else "classifier"
-    objective = ObjectiveConfig(**ckpt["objective"]) if kind == "pretraining" else None
-    config = hub_config(kind, model_config_from_dict(ckpt["model_config"]),
-                        TaskSpec(**ckpt["spec"]), objective)
-    model = build_from_config(config)
-    # a run trained with TrainConfig.aux_denoise also holds its denoising head (aux_head.*): a
-    # training device, not part of the classifier that is exported
-    weights = {k: v for k, v in ckpt["model"].items()
-               if not (kind == "classifier" and k.startswith("aux_head."))}
-    model.load_state_dict(weights, strict=True)
-    model.hub_config = {**config, "training": {
+    model = model_from_checkpoint(ckpt)
+    model.hub_config = {**model.hub_config, "training": {
         "stage": ckpt.get("stage"), "epoch": ckpt.get("epoch"),
         "val_metrics": ckpt.get("val_metrics"), "train_config": ckpt.get("train_config"),
         "pretrained_from": ckpt.get("pretrained_from"), "source": ckpt["path"],

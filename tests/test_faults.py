@@ -457,8 +457,9 @@ def test_export_checkpoint_never_overwrites_a_hub_folder_unasked(pretrained, tmp
 
 @pytest.mark.parametrize("params, says", [
     (["-p", "workers", "-1"], "parameter workers takes a number >= 0"),
-    (["-p", "seeds", "[0, -2]"], "parameter seeds takes a list of ints >= 0"),
+    (["-p", "seeds", "[0, -2]"], "parameter seeds takes a list of ints from 0 to 4294967295"),
     (["-p", "seeds", "[1, 1]"], "distinct seeds"),
+    (["-p", "seeds", "[12345678901234567890]"], "seeds takes a list of ints from 0 to 4294967295"),
     (["-p", "tasks", "[listops, imagee]"], "no task(s) ['imagee']; its tasks are"),
     (["-p", "preset", "papr"], "unknown preset 'papr'; choose from smoke, paper"),
     (["-p", "preset", "paper"], "pass data_root"),
@@ -570,6 +571,31 @@ def test_a_full_disk_is_one_line_and_the_rerun_resumes(tmp_path):
     assert lines["LEFT"] == "[]"
 
 
+def test_a_full_disk_under_spt_study_run_is_one_line_and_no_half_notebook(tmp_path, capsys,
+                                                                          monkeypatch):
+    """papermill's writes of the executed notebook filling the disk (ENOSPC raised through its
+    write path, half a notebook on disk): one line naming the folder and the free space, and no
+    notebook, whole or half, under the executed notebook's name."""
+    import errno
+
+    import papermill
+
+    from spt.cli import main
+
+    def fills_the_disk(nb, out, **kw):
+        Path(out).write_text('{"cells": [{"cell_type": "code", "sou')  # cut off mid-write
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(papermill, "execute_notebook", fills_the_disk)
+    rc = main(["study", "run", "00_quickstart", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert rc == 1 and err.count("\n") == 1, err
+    assert err.startswith(f"spt study: error: no space left on the device holding "
+                          f"{tmp_path / 'out'} (") and "MiB free" in err
+    assert "rerun the same command to resume" in err
+    assert sorted(p.name for p in (tmp_path / "out").iterdir() if "ipynb" in p.name) == []
+
+
 READ_ONLY = '''
 import subprocess, sys
 from pathlib import Path
@@ -621,7 +647,7 @@ def test_a_file_as_out_is_one_line_saying_out_must_be_a_folder(tmp_path, capsys)
     batch = ["study", "batch", "03_explicit_priors", "--grid", str(grid), "--out"]
     for argv in (["study", "run", "03_explicit_priors", "--out", str(notes)],
                  batch + [str(notes)], batch + [str(notes / "under")],
-                 batch + [str(notes), "--slurm", "--local"]):
+                 batch + [str(notes), "--slurm", "time=10", "--local"]):
         rc = main(argv)
         err = capsys.readouterr().err
         assert rc == 2 and err == (f"spt study: error: --out must be a folder, and {notes} is a "
@@ -709,6 +735,19 @@ def test_the_smoke_data_says_once_why_it_is_written(tmp_path, capsys):
     assert len(said) == 1 and "shared by every smoke study, whichever tasks it uses" in said[0]
 
 
+def test_smoke_data_that_cannot_be_written_names_spt_smoke_data(tmp_path):
+    """A read-only home (here: the cache folder under a file, which no write gets past either)."""
+    from spt.atomic import NotWritableError
+    from spt.studies.machinery.smoke import smoke_data_root
+
+    (tmp_path / "home").write_text("not a folder")
+    with pytest.raises(NotWritableError) as e:
+        smoke_data_root(tmp_path / "home" / "smoke")
+    said = str(e.value)
+    assert "cannot write the generated smoke data into" in said and "\n" not in said
+    assert "Set SPT_SMOKE_DATA to a writable folder" in said
+
+
 # ------------------------------------------------------------- non-finite values
 
 def _every_config():
@@ -741,6 +780,40 @@ def test_every_numeric_config_field_refuses_nan_and_infinity():
         TrainConfig(betas=(0.9, float("nan")))
     for cfg in _every_config():  # the valid ones still build, and store as they did
         assert replace(cfg) == cfg
+
+
+def test_every_integer_config_field_refuses_a_fraction_naming_the_field():
+    """batch_size=16.5, epochs=1.5, d_ff=32.5, seed=1e30: refused at construction, not rounded
+    later or refused deep inside torch; a seed too large for torch's generators likewise."""
+    import dataclasses
+
+    from spt.config_base import _int_fields
+    checked = 0
+    for cfg in _every_config():
+        for name in _int_fields(type(cfg)):
+            for bad in (getattr(cfg, name) or 1) + 0.5, True:
+                with pytest.raises(TypeError, match=rf"^{type(cfg).__name__}\.{name}=.* must be "
+                                                    rf"a whole number \(an int\)"):
+                    replace(cfg, **{name: bad})
+            checked += 1
+    assert checked > 30
+    assert {"batch_size", "epochs", "seed"} <= _int_fields(TrainConfig)
+    assert "d_ff" in _int_fields(TransformerConfig)
+    with pytest.raises(TypeError, match=r"TrainConfig.seed=1e\+30 must be a whole number"):
+        TrainConfig(seed=1e30)
+    with pytest.raises(ValueError, match=r"TrainConfig.seed=10{20} is larger than spt's largest"):
+        TrainConfig(seed=10 ** 20)
+    assert dataclasses.replace(TrainConfig(), batch_size=16).batch_size == 16
+
+
+def test_too_many_workers_are_capped_at_the_cores_with_a_note(monkeypatch):
+    from spt.studies.machinery import workers
+    monkeypatch.setattr(workers.os, "cpu_count", lambda: 2)
+    said = []
+    assert workers.auto_workers(1000, said.append) == 2
+    assert said == ["workers=1000 is more than this machine's 2 CPU cores: running 2 at a time "
+                    "(each worker is a process training one cell)"]
+    assert workers.auto_workers(2, said.append) == 2 and len(said) == 1
 
 
 def _with_nan(task, split: str, index: int):

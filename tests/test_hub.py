@@ -124,6 +124,21 @@ def test_export_best_pt_and_load_it_back(tmp_path):
         assert torch.equal(v, pt.model.backbone.state_dict()[k].cpu()), k
 
 
+def test_load_model_reads_a_local_checkpoint_file_and_never_asks_the_hub_for_a_path(tmp_path):
+    """load_model("runs/pt/best.pt") is the model of that run, not 27 s of hub retries."""
+    task, pt, folder = _pretrained_hub_folder(tmp_path)
+    want = hub.load_model(folder)
+    for source in (pt.best_checkpoint, folder / "config.json", folder / "model.safetensors"):
+        got = hub.load_model(source)
+        assert type(got) is type(want) and got.hub_config["kind"] == "pretraining"
+        for k, v in want.state_dict().items():
+            assert torch.equal(got.state_dict()[k], v), (source, k)
+    for missing in (tmp_path / "runs" / "pt" / "best.pt", "runs/pt/best.pt", "./ckpt"):
+        with pytest.raises(FileNotFoundError, match=r"there is no such file or folder, and it is "
+                                                    r"not a hub repo id"):
+            hub.load_model(missing)
+
+
 def test_a_hub_folder_records_the_code_that_wrote_it_and_trained_it(tmp_path):
     import spt
     from spt.provenance import commit, describe

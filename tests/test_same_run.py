@@ -38,3 +38,27 @@ def test_cells_and_resume_apply_the_same_rule(tmp_path, change, same):
     else:
         with pytest.raises(ValueError, match="cannot resume"):
             engine._check_same_run(ck, {}, cfg, tmp_path / "last.pt")
+
+
+def test_a_resume_after_the_training_data_changed_is_refused_naming_the_data(tmp_path):
+    """Another fraction or n_train (or other examples of the same size) is another run: a
+    finished run is not handed back, a stopped one does not carry on with the new data."""
+    from spt.config import TransformerConfig
+    from spt.data.digits import digits_task
+    from spt.train import train_from_scratch
+
+    model = TransformerConfig(d_model=8, n_layers=1, n_heads=2, d_ff=16, max_len=64)
+    cfg = TrainConfig(lr=1e-3, batch_size=8, epochs=1, progress=False)
+    task = digits_task(size=8, n_train=16, val_size=8, test_size=8, tokens=True)
+    train_from_scratch(task, model, cfg, tmp_path / "run")
+    again = train_from_scratch(task, model, cfg, tmp_path / "run", resume=True)  # the same data
+    assert again.steps == 2
+    from torch.utils.data import Subset
+
+    from spt.data.task import Task
+    more = digits_task(size=8, n_train=32, val_size=8, test_size=8, tokens=True)
+    shifted = Task(task.spec, Subset(more.train, range(16, 32)), task.val, task.test)
+    for other in (more, shifted):  # another n_train; other examples, as many
+        with pytest.raises(ValueError, match=r"cannot resume .*the task's data \(split sizes or "
+                                             r"examples\): saved"):
+            train_from_scratch(other, model, cfg, tmp_path / "run", resume=True)

@@ -103,6 +103,33 @@ class Task:
 
 SPLITS = ("train", "val", "test")
 
+IDENTITY_SAMPLE = 16  # items per split a data identity hashes, evenly spread
+
+
+def data_identity(task: Task) -> dict:
+    """What a resumed run checks its data by: the size of the splits it trains and selects on
+    (train, val) and a hash of IDENTITY_SAMPLE of each one's items, evenly spread (inputs and
+    labels), so another fraction, another n_train or other examples of the same size are told
+    apart without reading a whole split. The test split is not part of it: a resumed run scores
+    the test split afresh, so fixing a test example changes no training."""
+    import hashlib
+
+    import torch
+
+    out: dict = {}
+    for name in ("train", "val"):
+        data = getattr(task, name)
+        n = len(data)
+        h = hashlib.sha256()
+        for i in sorted({(k * n) // IDENTITY_SAMPLE for k in range(IDENTITY_SAMPLE)} if n else ()):
+            item = data[i]
+            for key in sorted(item):
+                v = item[key]
+                v = v if isinstance(v, torch.Tensor) else torch.as_tensor(v)
+                h.update(key.encode() + v.detach().cpu().contiguous().numpy().tobytes())
+        out[name] = {"n": n, "sample": h.hexdigest()[:16]}
+    return out
+
 
 def split_task(spec: TaskSpec, splits: Mapping[str, Dataset], why_empty: Mapping[str, str],
                fix: str) -> Task:

@@ -50,6 +50,7 @@ from .. import locks
 from ..compat import cuda_rng_state, pretrained_identity, rank_rng_states
 from ..config import TrainConfig, replace, to_dict
 from ..data.registry import augmentation_for, augmented
+from ..data.task import data_identity
 from ..same_run import RESUMABLE_FIELDS, differences
 from . import distributed as D
 from . import paths as path_choice
@@ -121,10 +122,15 @@ def _check_same_run(ck: dict, meta: dict, cfg: TrainConfig, path: Path) -> None:
     """Resuming is only allowed into the same run: the rule of :mod:`spt.same_run` over the
     TrainConfig and `meta` (RESUMABLE_FIELDS may differ), a finetuning run's pretrained backbone
     compared as :func:`spt.compat.pretrained_identity` says."""
+    # a checkpoint from before data identities were stored is checked on the rest
+    meta = {k: v for k, v in meta.items() if k != "data" or "data" in ck}
     saved, now = pretrained_identity({k: ck.get(k) for k in meta}, meta)
     diffs = differences({"train_config": ck.get("train_config") or {}, **saved},
                         {"train_config": to_dict(cfg), **now}, RESUMABLE_FIELDS)
     if diffs:
+        if any(p.startswith("data.") for p, _, _ in diffs):
+            diffs = [("the task's data (split sizes or examples)", *ab) for p, *ab in diffs
+                     if p.startswith("data.")][:1] + [d for d in diffs if not d[0].startswith("data.")]
         raise ValueError(f"cannot resume {path}: it was written with another configuration ("
                          + "; ".join(f"{p}: saved {a!r}, now {b!r}" for p, a, b in diffs)
                          + f"). Use another out_dir for the new configuration, or "
@@ -238,7 +244,9 @@ class _Run:
                  clock: Callable[[], float]):
         self.env, self.observer = D.current_env(), current_observer()
         self.model, self.objective, self.task, self.cfg = model, objective, task, cfg
-        self.out, self.stage, self.meta, self.on_step, self.clock = out, stage, meta, on_step, clock
+        self.out, self.stage, self.on_step, self.clock = out, stage, on_step, clock
+        # what the checkpoints store and a resume checks: the configs, and the data's identity
+        self.meta = {**meta, "data": data_identity(task)}
         self.last_path, self.best_path = out / "last.pt", out / "best.pt"
         self.device = D.device_for(cfg.device, self.env)
         model.to(self.device)

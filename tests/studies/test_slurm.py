@@ -100,6 +100,17 @@ def test_the_sbatch_script_for_given_options(tmp_path):
     assert p.returncode == 2 and p.stderr.startswith("spt study: error: --slurm time='soon'")
 
 
+def test_a_batch_without_a_time_limit_is_refused_and_mem_0_keeps_slurms_meaning(tmp_path):
+    """submitit's default time is 5 minutes, which no cell fits in: time= is required, and said."""
+    with pytest.raises(SlurmOptionError, match=r"--slurm needs time=\.\.\.: how long one array"):
+        sbatch_script(tmp_path, slurm_options({"partition": "gpu"}), 2)
+    with pytest.raises(SlurmOptionError, match="--slurm needs time="):
+        submit_batch(STUDY, SPEC, tmp_path / "out", {"partition": "gpu"}, cluster="local")
+    assert slurm_options({"mem": "0"}) == {"mem": 0}  # SLURM: all of the node's memory
+    text = sbatch_script(tmp_path, slurm_options({"mem": "0", "time": "10"}), 1)
+    assert "#SBATCH --mem=0GB" in text.splitlines()
+
+
 @pytest.mark.parametrize("name", ["partition", "account", "qos", "constraint", "time", "mem",
                                   "gpus_per_node", "tasks"])
 @pytest.mark.parametrize("bad", ["lab\n#SBATCH --qos=high", "1\nrm -rf ~", "1\r", "1\x00",
@@ -115,7 +126,8 @@ def test_no_option_carries_a_line_break_into_the_sbatch_script(name, bad):
 def test_values_are_quoted_in_the_sbatch_directives(tmp_path):
     out = tmp_path / "my runs"  # a space in the folder: the printed command quotes it too
     text = sbatch_script(out, slurm_options({
-        "account": "lab #1", "constraint": "a100&(ib|eth)", "qos": "it's"}), n_tasks=2)
+        "account": "lab #1", "constraint": "a100&(ib|eth)", "qos": "it's", "time": "1:00:00"}),
+        n_tasks=2)
     lines = text.splitlines()
     for want in ("#SBATCH --account='lab #1'", "#SBATCH --constraint='a100&(ib|eth)'",
                  "#SBATCH --qos='it'\"'\"'s'", f"#SBATCH --output='{out}/slurm/%A_%a_0_log.out'"):

@@ -48,6 +48,36 @@ def test_a_different_configuration_is_an_error_not_an_overwrite(tmp_path):
     assert f.read_bytes() == before
 
 
+def test_every_result_made_with_another_configuration_is_named_in_one_error(tmp_path):
+    """Results from an older commit differing in a cap: all files at once, with the fix, not one
+    file per rerun."""
+    calls = tmp_path / "calls"
+    run_cells("st", cells(calls), tmp_path / "out", log=lambda s: None)
+    with pytest.raises(FileExistsError) as err:
+        run_cells("st", cells(calls, extra={"max_time": 60}), tmp_path / "out", log=lambda s: None)
+    said = str(err.value)
+    assert said.startswith("3 result files in ") and "\n" not in said
+    for v in (1, 2, 3):
+        assert f"task=t__fraction={v}__seed=0.nc (differs in: max_time)" in said
+    assert "delete those files and their run folders" in said
+    assert len(list(calls.iterdir())) == 3  # nothing recomputed, nothing overwritten
+
+
+def test_a_result_file_renamed_over_another_cell_is_refused_naming_it(tmp_path):
+    """A copied file would stand in for the cell its name says (that cell showing NaN)."""
+    calls = tmp_path / "calls"
+    run_cells("st", cells(calls, (1.0, 2.0)), tmp_path / "out", log=lambda s: None)
+    folder = tmp_path / "out" / "st"
+    one, two = (folder / f"task=t__fraction={v}__seed=0.nc" for v in (1, 2))
+    two.unlink()
+    one.rename(two)
+    with pytest.raises(ValueError, match=r"fraction=2__seed=0.nc holds the result of cell "
+                                         r"task=t__fraction=1__seed=0, not of the cell its name"):
+        load_study(tmp_path / "out", "st")
+    with pytest.raises(ValueError, match="Rename it to task=t__fraction=1__seed=0.nc"):
+        run_cells("st", cells(calls, (1.0, 2.0)), tmp_path / "out", log=lambda s: None)
+
+
 def test_cells_must_share_dims_and_be_distinct(tmp_path):
     a = Cell({"task": "t"}, partial(fake_run, 1.0, tmp_path), {})
     b = Cell({"model": "m"}, partial(fake_run, 1.0, tmp_path), {})

@@ -44,6 +44,20 @@ def test_grid_file_and_shards_cover_every_cell_once(tmp_path):
         read_grid(g)
 
 
+def test_a_key_twice_in_a_grid_file_or_in_fixed_and_grid_is_refused_naming_it(tmp_path):
+    """yaml keeps a repeated key's last value silently: the first list of seeds would vanish."""
+    g = tmp_path / "grid.yaml"
+    g.write_text("grid:\n  seeds: [[0]]\n  x: [1]\n  seeds: [[1]]\n")
+    with pytest.raises(ValueError, match=r"grid.yaml: .*the key 'seeds' appears twice"):
+        read_grid(g)
+    g.write_text("fixed: {x: 1, out_dir: a, x: 2}\ngrid: {y: [1]}\n")
+    with pytest.raises(ValueError, match="the key 'x' appears twice"):
+        read_grid(g)
+    g.write_text("fixed: {x: 1}\ngrid: {x: [1, 2], y: [1]}\n")
+    with pytest.raises(ValueError, match="parameter 'x' is both fixed and in the grid"):
+        batch_runs(read_grid(g))
+
+
 def test_distinct_grid_values_get_distinct_run_folders():
     roots = ["/data/lra v1", "/data/lra_v1", "/data/lra/v1", "/data/lrä v1", "/data/lrö v1",
              "data-lra-v1"]

@@ -163,3 +163,22 @@ def test_spt_study_run_takes_your_model(tmp_path, capsys):
     rc = main(["study", "run", "06_kernel_decay", "--model", "mine=a:B", "--out", str(tmp_path)])
     assert rc == 2 and "04_data_scales" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
+
+
+def test_a_layer_that_cannot_be_imported_or_built_is_refused_before_any_cell_runs(tmp_path,
+                                                                                  capsys):
+    """`--model mine=nosuch:Layer` fails at the parameter check, not after the study's own cells."""
+    from spt.cli import main
+    from spt.studies import lra_transformers
+
+    for spec, says in [("nosuch:Layer", "no module named 'nosuch'"),
+                       ("test_your_model:NoSuch", "has no attribute 'NoSuch'"),
+                       ({"layer": "test_your_model:MixLayer", "kwargs": {"decai": 0.8}},
+                        "building layer test_your_model.MixLayer")]:
+        with pytest.raises(ValueError, match=r"models\['mine'\]: .*" + says):
+            with_models(lra_transformers.smoke(), {"mine": spec}, "01")
+    rc = main(["study", "run", "02_transformers_vs_s4", "--model", "mine=nosuch:Layer",
+               "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "no module named 'nosuch'" in err, err
+    assert not list(tmp_path.iterdir())  # no kernel started, no cell ran

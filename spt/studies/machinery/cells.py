@@ -86,22 +86,46 @@ def cell_file(out_dir, study: str, cell: Cell) -> Path:
     return Path(out_dir) / study / f"{cell.key}.nc"
 
 
+class MisnamedResult(ValueError):
+    """A result file whose name is not the cell its contents say (renamed or copied by hand)."""
+
+
+def _named_as_written(path: Path, ds: xr.Dataset) -> xr.Dataset:
+    """`ds`, read from `path`, when the file's name is the key of the cell it holds; a result
+    renamed or copied over another cell's file would otherwise stand in for that cell."""
+    coords = run_config(ds).get("coords")
+    if not isinstance(coords, dict) or not all(isinstance(v, (str, int, float))
+                                               for v in coords.values()):
+        return ds  # not one study cell's result: its name is all there is
+    # the stored config's keys are sorted; the cell's dims keep the study's order
+    key = cell_key({d: coords[d] for d in sorted(coords, key=list(ds.dims).index)}
+                   if set(coords) <= set(ds.dims) else coords)
+    if Path(path).stem != key:
+        raise MisnamedResult(
+            f"{path} holds the result of cell {key}, not of the cell its name says: it was renamed "
+            f"or copied by hand. Rename it to {key}.nc (if that cell has no file) or delete it; "
+            f"a rerun computes the missing cell")
+    return ds
+
+
 def existing_result(path: Path, cell: Cell):
     """The stored Dataset if `path` holds this cell's result; None if there is no file; an error if
-    the file was written with another configuration."""
+    the file was written with another configuration or holds another cell."""
     if not path.exists():
         return None
-    ds = read_result(path)
+    ds = _named_as_written(path, read_result(path))
     diffs = differences(run_config(ds).get("cell", {}), cell.config)
     if diffs:
         fields = ", ".join(path for path, _, _ in diffs[:8])
         runs = path.parent / "runs" / cell.key
         again = (f"delete that file and the cell's run folder {runs} (its checkpoints were "
                  f"trained with the old configuration)" if runs.exists() else "delete that file")
-        raise ResultConfigMismatch(
+        err = ResultConfigMismatch(
             f"{path} holds a result made with a different configuration (differs in: {fields}). "
             f"Results are never overwritten: choose another output folder, or, to recompute the "
             f"cell with the new configuration, {again}.")
+        err.path, err.fields = path, fields
+        raise err
     return ds
 
 
@@ -137,7 +161,7 @@ def run_cells(study: str, cells: Sequence[Cell], out_dir, *, workers: int = 1,
     """
     study = str(study)
     _not_in_a_spawned_import(study)
-    workers = auto_workers(workers)
+    workers = auto_workers(workers, log)
     dims = _grid_dims(study, cells)
     out_dir = Path(out_dir)
     done: dict = {}  # cell key -> its result
@@ -174,14 +198,29 @@ def _grid_dims(study: str, cells: Sequence[Cell]) -> list:
 
 
 def _unfinished(cells, out_dir: Path, study: str, done: dict) -> list:
-    """The cells without a result file; the results of the others go into `done`."""
-    left = []
+    """The cells without a result file; the results of the others go into `done`. Result files
+    made with another configuration are named all at once (one error), not one per rerun."""
+    left, changed = [], []
     for c in cells:
-        ds = existing_result(cell_file(out_dir, study, c), c)
+        try:
+            ds = existing_result(cell_file(out_dir, study, c), c)
+        except ResultConfigMismatch as e:
+            changed.append(e)
+            continue
         if ds is None:
             left.append(c)
         else:
             done[c.key] = ds
+    if len(changed) == 1:
+        raise changed[0]
+    if changed:
+        folder = Path(out_dir) / study
+        named = "; ".join(f"{e.path.name} (differs in: {e.fields})" for e in changed)
+        raise ResultConfigMismatch(
+            f"{len(changed)} result files in {folder} were made with a different configuration: "
+            f"{named}. Results are never overwritten: choose another output folder, or, to "
+            f"recompute these cells with the new configuration, delete those files and their run "
+            f"folders under {folder / 'runs'} (their checkpoints were trained with the old one).")
     return left
 
 
@@ -241,7 +280,7 @@ def load_study(out_dir, study: str) -> xr.Dataset:
     if not files:
         raise FileNotFoundError(f"no results of study {study} under {Path(out_dir) / study}; run "
                                 f"`spt study run {study} --out {out_dir}` first")
-    return combine([read_result(f) for f in files])
+    return combine([_named_as_written(f, read_result(f)) for f in files])
 
 
 def scalar_dataset(values: dict, **arrays) -> xr.Dataset:

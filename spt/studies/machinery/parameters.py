@@ -20,6 +20,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ...config import MAX_SEED
+
 # the notebooks' annotation -> the Python types a value may have
 _TYPES = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,), "list": (list,),
           "dict": (dict,)}
@@ -115,8 +117,9 @@ def _check_values(nb: Path, params: dict, runs_here: bool = True) -> None:
             _fail(name, key, "a finite number", v)
     seeds = params.get("seeds")
     if isinstance(seeds, list):
-        if not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):
-            _fail(name, "seeds", "a list of ints >= 0 (e.g. [0, 1, 2])", seeds)
+        if not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= MAX_SEED
+                   for s in seeds):
+            _fail(name, "seeds", f"a list of ints from 0 to {MAX_SEED} (e.g. [0, 1, 2])", seeds)
         if len(set(seeds)) != len(seeds):
             _fail(name, "seeds", "distinct seeds (a repeated seed would compute the same run "
                                  "twice)", seeds)

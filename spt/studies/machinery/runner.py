@@ -117,12 +117,22 @@ def run_study(name: str, out_dir, *, preset: Optional[str] = None, parameters: O
     out_nb = executed_path(out_dir, nb.stem)
     fd, kernel_log = tempfile.mkstemp(prefix=f"spt-kernel-{nb.stem}-", suffix=".log")
     os.close(fd)
+    # papermill rewrites its output after every cell; it goes to `partial` and becomes out_nb
+    # whole, so a full disk never leaves a half-written notebook under the executed one's name
+    partial = out_nb.with_name(f".{out_nb.name}.partial")
     try:
-        pm.execute_notebook(str(nb), str(out_nb), parameters=params, kernel_name=KERNEL,
+        pm.execute_notebook(str(nb), str(partial), parameters=params, kernel_name=KERNEL,
                             config=kernel_config(), kernel_manager_class=kernel_manager(
                                 Path(kernel_log)),
                             cwd=str(nb.parent), log_output=log_output, progress_bar=progress)
     except Exception as e:
+        full = _disk_full(e, out_dir)
+        if full is not None:
+            partial.unlink(missing_ok=True)
+            Path(kernel_log).unlink(missing_ok=True)
+            raise full from None
+        if partial.exists():  # a failed cell: the notebook with its error, for the traceback
+            os.replace(partial, out_nb)
         # what the kernel and its processes wrote (its last lines may not have reached the
         # notebook before it failed or died): kept, and named in the error message
         if Path(kernel_log).stat().st_size:
@@ -131,13 +141,47 @@ def run_study(name: str, out_dir, *, preset: Optional[str] = None, parameters: O
             Path(kernel_log).unlink(missing_ok=True)
         raise
     else:
+        os.replace(partial, out_nb)
         Path(kernel_log).unlink(missing_ok=True)
     finally:
         release(out_nb)
     return out_nb
 
 
+def _disk_full(e: BaseException, out_dir: Path):
+    """A one-line DiskFullError when `e` (papermill writing the executed notebook, or the
+    notebook's own DiskFullError) is the disk under `out_dir` filling up; else None."""
+    from ...atomic import DiskFullError, free_bytes, output_error
+    free = free_bytes(out_dir)
+    inner = getattr(e, "ename", None) == "DiskFullError"
+    if not inner and not isinstance(output_error(e, out_dir / "x", free), DiskFullError):
+        return None
+    return DiskFullError(out_dir, (
+        f"no space left on the device holding {out_dir} ({free / 2 ** 20:.1f} MiB free): the "
+        f"executed notebook was not written; finished cells and checkpoints are kept. Free some "
+        f"space, then rerun the same command to resume"))
+
+
 # ------------------------------------------------------------------------------------------ batch
+
+def _unique_key_loader():
+    """yaml's safe loader, refusing a mapping that names a key twice (yaml keeps the last one
+    silently, so a grid's first list of seeds would vanish)."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            seen = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"the key {key!r} appears twice in one mapping: keep one",
+                        key_node.start_mark)
+                seen.add(key)
+            return super().construct_mapping(node, deep)
+    return Loader
+
 
 def read_grid(path) -> dict:
     """A batch grid file: {"fixed": {...}, "grid": {name: [values...]}} (YAML or JSON)."""
@@ -145,7 +189,7 @@ def read_grid(path) -> dict:
 
     path = Path(path)
     try:
-        spec = yaml.safe_load(path.read_text())
+        spec = yaml.load(path.read_text(), Loader=_unique_key_loader())
     except (OSError, yaml.YAMLError) as e:
         raise ValueError(f"cannot read grid file {path}: {e}") from None
     if not isinstance(spec, dict) or not set(spec) <= {"fixed", "grid", "slurm"} or "grid" not in spec:
@@ -193,6 +237,10 @@ def batch_runs(spec: dict) -> list[tuple[str, dict]]:
     it then runs or reuses) into ``OUT/<run name>/``; the name joins ``param=value`` per grid
     parameter (:func:`run_name_part`), distinct for distinct grid points."""
     keys = list(spec["grid"])
+    both = sorted(set(keys) & set(spec["fixed"]))
+    if both:
+        raise ValueError(f"parameter {both[0]!r} is both fixed and in the grid: a batch run would "
+                         f"take the grid's value silently; keep it in one of `fixed:` and `grid:`")
     runs, seen = [], {}
     for values in itertools.product(*(spec["grid"][k] for k in keys)):
         params = {**spec["fixed"], **dict(zip(keys, values))}

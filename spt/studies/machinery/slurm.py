@@ -43,7 +43,8 @@ OPTIONS = {
     "cpus_per_task": ("cpus_per_task", "count", "a whole number >= 1"),
     "nodes": ("nodes", "count", "a whole number >= 1"),
     "tasks_per_node": ("tasks_per_node", "count", "a whole number >= 1"),
-    "mem": ("mem_gb", "memory", "memory per node: 64G, 500M, 1T or a number of GB"),
+    "mem": ("mem_gb", "memory", "memory per node: 64G, 500M, 1T or a number of GB (0: all of "
+                                "the node's memory, as SLURM reads --mem=0)"),
     "time": ("timeout_min", "time", "a SLURM time: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or "
                                     "D-HH:MM:SS"),
     "array_parallelism": ("slurm_array_parallelism", "count", "a whole number >= 1: tasks running "
@@ -81,11 +82,13 @@ def slurm_time_minutes(text) -> int:
 
 
 def _memory_gb(text) -> int:
+    """Whole GB, rounded up; 0 keeps SLURM's meaning of --mem=0: all of each node's memory."""
     m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([MGT]?)B?", str(text).strip(), flags=re.I)
     if not m:
         raise SlurmOptionError(f"--slurm mem={text!r}: use {OPTIONS['mem'][2]}")
     scale = {"": 1, "M": 1 / 1024, "G": 1, "T": 1024}[m.group(2).upper()]
-    return max(1, math.ceil(float(m.group(1)) * scale))
+    amount = float(m.group(1)) * scale
+    return 0 if amount == 0 else max(1, math.ceil(amount))
 
 
 def _control_characters(text: str) -> list:
@@ -163,7 +166,14 @@ def parse_pairs(pairs: Sequence[str]) -> dict:
 
 
 def _submitit_params(options: dict) -> dict:
-    """Checked options (:func:`slurm_options`) as submitit's AutoExecutor parameters."""
+    """Checked options (:func:`slurm_options`) as submitit's AutoExecutor parameters. `time` is
+    required: without it submitit asks SLURM for 5 minutes, which no study cell fits in, and a
+    task killed at its limit is requeued only 3 times."""
+    if "time" not in options:
+        raise SlurmOptionError("--slurm needs time=...: how long one array task may run (it runs "
+                               "its share of the batch's cells one after another), e.g. "
+                               "time=24:00:00; `spt study check` estimates a cell's time. "
+                               f"Use {OPTIONS['time'][2]}")
     return {OPTIONS[k][0]: v for k, v in options.items() if OPTIONS[k][0]}
 
 
@@ -192,8 +202,9 @@ def sbatch_script(out_dir, options: dict, n_tasks: int = 1) -> str:
     shows), for an array of `n_tasks`."""
     from submitit.slurm.slurm import _make_sbatch_string
 
+    folder = _log_folder(out_dir).resolve()
     params = _submitit_params(options)
-    kw = {"time": params.pop("timeout_min", 5)}
+    kw = {"time": params.pop("timeout_min")}
     for ours, theirs in (("slurm_partition", "partition"), ("slurm_account", "account"),
                          ("slurm_qos", "qos"), ("slurm_constraint", "constraint"),
                          ("slurm_array_parallelism", "array_parallelism"),
@@ -204,7 +215,6 @@ def sbatch_script(out_dir, options: dict, n_tasks: int = 1) -> str:
             kw[theirs] = params.pop(ours)
     if "mem_gb" in params:
         kw["mem"] = f"{params.pop('mem_gb')}GB"
-    folder = _log_folder(out_dir).resolve()
     command = f"{shlex.quote(sys.executable)} -u -m submitit.core._submit {shlex.quote(str(folder))}"
     return _make_sbatch_string(command=command,
                                folder=folder, job_name="spt", map_count=n_tasks, **kw)
@@ -288,6 +298,7 @@ def submit_batch(study: str, spec: dict, out_dir, options: dict, *, nb_dir=None,
     from .parameters import check_parameters
     from .runner import batch_runs
 
+    _submitit_params(options)  # time= is required: refused before anything is checked or made
     nb = study_notebook(study, nb_dir)
     runs = batch_runs(spec)
     for _, params in runs:  # the GPUs are the compute nodes': a login node has none

@@ -20,7 +20,7 @@ import os
 import sys
 from pathlib import Path
 
-from ...atomic import atomic_write
+from ...atomic import NotWritableError, atomic_write
 from ...config import TrainConfig, replace
 from ...data.listops import FOLDER as LISTOPS_FOLDER
 from ...data.listops import write_listops
@@ -43,6 +43,26 @@ def default_smoke_root() -> Path:
         f"smoke-data-v{VERSION}"
 
 
+class _written_once:
+    """Around writing the generated data into `root`: a folder that cannot be written (a read-only
+    home, a full disk) is an error naming SPT_SMOKE_DATA, the one setting that moves it."""
+
+    def __init__(self, root: Path):
+        self.root = root
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, e, tb):
+        if isinstance(e, OSError) and not isinstance(e, FileNotFoundError):
+            raise NotWritableError(self.root, (
+                f"cannot write the generated smoke data into {self.root} ({type(e).__name__}: "
+                f"{str(e).splitlines()[0] if str(e) else e.strerror}). Set SPT_SMOKE_DATA to a "
+                f"writable folder (e.g. export SPT_SMOKE_DATA=/tmp/spt-smoke-data) or make "
+                f"{self.root.parent} writable, then rerun")) from None
+        return False
+
+
 # the laptop presets' generated ListOps (study 13): the smoke knobs, more examples
 LAPTOP_LISTOPS_SPLITS = (1000, 200, 500)
 
@@ -56,7 +76,8 @@ def laptop_listops(root=None) -> TaskRef:
     if not (folder / "basic_test.tsv").is_file():
         print(f"spt: writing the laptop presets' ListOps once into {root} (seconds)", file=sys.stderr)
         n_train, n_val, n_test = LAPTOP_LISTOPS_SPLITS
-        write_listops(folder, n_train, n_val, n_test, seed=1, force=True, **LISTOPS_KNOBS)
+        with _written_once(root):
+            write_listops(folder, n_train, n_val, n_test, seed=1, force=True, **LISTOPS_KNOBS)
     return TaskRef("listops", root=str(root), options=(("seq_len", 128),))
 
 
@@ -69,12 +90,13 @@ def smoke_data_root(root=None) -> Path:
         print(f"spt: writing the smoke presets' data once into {root} (generated ListOps, "
               f"Pathfinder-32 and BIDMC-format files, shared by every smoke study, whichever "
               f"tasks it uses; under a minute)", file=sys.stderr)
-    if not (listops / "basic_test.tsv").is_file():
-        n_train, n_val, n_test = LISTOPS_SPLITS
-        write_listops(listops, n_train, n_val, n_test, seed=0, force=True, **LISTOPS_KNOBS)
-    if not (pf / "metadata").is_dir():
-        write_pathfinder(pf, PATHFINDER_IMAGES, 32, seed=0, force=True)
-    write_synthetic_bidmc(root)
+    with _written_once(root):
+        if not (listops / "basic_test.tsv").is_file():
+            n_train, n_val, n_test = LISTOPS_SPLITS
+            write_listops(listops, n_train, n_val, n_test, seed=0, force=True, **LISTOPS_KNOBS)
+        if not (pf / "metadata").is_dir():
+            write_pathfinder(pf, PATHFINDER_IMAGES, 32, seed=0, force=True)
+        write_synthetic_bidmc(root)
     return root
 
 

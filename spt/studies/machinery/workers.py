@@ -53,15 +53,23 @@ class _RemoteTraceback(Exception):
         return "\n" + self.args[0]
 
 
-def auto_workers(workers: int) -> int:
+def auto_workers(workers: int, log=None) -> int:
     """`workers`, or for 0 one worker process per CPU core on a machine without CUDA and one
-    on a GPU machine (the cells share the GPU in one process)."""
+    on a GPU machine (the cells share the GPU in one process). More workers than CPU cores are
+    capped at the cores, said through `log`: each worker is a process with its own copy of torch
+    (some 400 MB) and at least one thread, so more only crowd the cores and the memory."""
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
         raise ValueError(f"workers must be an int >= 0 (0: one per CPU core without a GPU), got "
                          f"{workers!r}")
+    cores = max(1, os.cpu_count() or 1)
+    if workers > cores:
+        if log is not None:
+            log(f"workers={workers} is more than this machine's {cores} CPU cores: running "
+                f"{cores} at a time (each worker is a process training one cell)")
+        return cores
     if workers:
         return workers
-    return 1 if torch.cuda.is_available() else max(1, os.cpu_count() or 1)
+    return 1 if torch.cuda.is_available() else cores
 
 
 def _not_in_a_spawned_import(study: str) -> None:

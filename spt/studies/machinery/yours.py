@@ -49,6 +49,17 @@ def layer_from_spec(spec, like, what: str = "layer spec"):
                        dropout=getattr(like, "dropout", 0.0), pooling=getattr(like, "pooling", "mean"))
 
 
+def _built_once(cfg, what: str) -> None:
+    """Import your layer and build one of it at its width, now: a typo in its path or kwargs is
+    an error before the study's own cells run (hours at paper size), not after them."""
+    from ...models.user_layers import build_layer, import_layer
+
+    try:
+        build_layer(import_layer(cfg.layer), cfg, causal=bool(cfg.causal) or cfg.bidirectional)
+    except (ImportError, TypeError, ValueError) as e:
+        raise ValueError(f"{what}: {e}") from None
+
+
 def _as_in(cfg, model):
     """`cfg` at `model`'s max_len, and causal where `model` is (a causal SPT arm needs a causal
     model: a bidirectional one would see the token it predicts)."""
@@ -100,6 +111,7 @@ def with_models(p: GridPreset, models: Optional[dict], study: str,
         if isinstance(cfg, (str, dict)):
             like_cfg = next(e.job.model for e in entries if dict(e.coords)["model"] == like)
             cfg = layer_from_spec(cfg, like_cfg, f"study {study}: models[{name!r}]")
+            _built_once(cfg, f"study {study}: models[{name!r}]")
         if not hasattr(cfg, "max_len") or not hasattr(cfg, "d_model"):
             raise TypeError(f"study {study}: models[{name!r}] must be a model config "
                             f"(TransformerConfig, SSMConfig, SGConvConfig, FreeConvConfig or "
