@@ -152,7 +152,16 @@ def test_pretrain_sees_single_documents_then_finetune_and_scratch(tmp_path):
     steps = []
     pt = pretrain(task, TINY, ObjectiveConfig("masked", 0.15, "ce"), tcfg, tmp_path / "pt",
                   on_step=steps.append)
-    assert steps == [1, 2, 3]  # 6 documents in batches of 2 (3 pairs would be 2 steps)
+    # a step reads both documents of 2 pairs (the authors' AAN collate): 3 pairs, 2 steps
+    assert steps == [1, 2]
+    from spt.train.passes import epoch_batches
+    for epoch in range(3):
+        batches = epoch_batches(6, 2, 0, epoch, group=2)
+        assert [len(b) for b in batches] == [4, 2]
+        assert sorted(j for b in batches for j in b) == list(range(6))
+        assert all(b[k] // 2 == b[k + 1] // 2 and b[k] % 2 == 0 for b in batches
+                   for k in range(0, len(b), 2))  # documents 2i and 2i + 1 side by side
+    assert epoch_batches(6, 2, 0, 1) == epoch_batches(6, 2, 0, 1, group=1)
     ck = torch.load(pt.best_checkpoint, weights_only=False)
     assert ck["spec"]["pair"] is False and ck["spec"]["name"] == "retrieval-documents"
     assert isinstance(pt.model, SequenceModel) and not isinstance(pt.model, DualEncoderModel)

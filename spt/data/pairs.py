@@ -67,7 +67,14 @@ class DocumentsDataset(Dataset):
 
     Item 2i is the first document of pair i, item 2i + 1 its second:
     {"inputs": (L,), "label": -1 (no label; self-pretraining never reads it)}.
+
+    ``group = 2``: training batches take a pair's two documents together
+    (:func:`spt.train.passes.epoch_batches`): a batch of B pairs is 2B documents a step, as the
+    authors' AAN LM loader batches pairs and its collate stacks both documents (their
+    src/dataloaders/lra.py), so an epoch is len(pairs) / B steps.
     """
+
+    group = 2
 
     def __init__(self, pairs: Dataset):
         self.pairs = pairs

@@ -53,6 +53,8 @@ class TaskSource:
               easier Pathfinder images beside the task's own (``extra_train``), the denoising loss
               beside the labels (``aux_denoise``); None where their code has none (the cheap
               prior that trains with them cannot run there).
+    pair    : an example is two documents (LRA Retrieval): pretraining reads both documents of a
+              batch of pairs (:class:`spt.data.pairs.DocumentsDataset`).
     """
 
     loader: Callable[..., Task]
@@ -60,6 +62,7 @@ class TaskSource:
     classes: Optional[int]
     augmentation: Optional[Callable] = None
     techniques: Optional[tuple[dict, tuple]] = None
+    pair: bool = False
 
 
 # techniques, as the authors' code applies them: the task's augmentation (ListOps operand shuffles;
@@ -88,7 +91,8 @@ TASKS: dict[str, TaskSource] = {
     "listops": TaskSource(load_listops, Path("lra_release/listops-1000"), 10, listops_items,
                           AUGMENT),
     "text": TaskSource(load_text, Path("imdb"), 2, techniques=DENOISE),
-    "retrieval": TaskSource(load_retrieval, Path("lra_release/tsv_data"), 2, techniques=DENOISE),
+    "retrieval": TaskSource(load_retrieval, Path("lra_release/tsv_data"), 2, techniques=DENOISE,
+                            pair=True),
     "image": TaskSource(load_image, Path("cifar10"), 10, CIFAR, AUGMENT),
     "pathfinder": TaskSource(partial(load_pathfinder, resolution=32), pathfinder_dir("", 32), 2,
                              PATHFINDER, AUGMENT_EASIER),

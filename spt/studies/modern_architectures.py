@@ -16,7 +16,12 @@ the two arms' step caps equal), not the cited S4 runs' from-scratch schedules, w
 S4: an untuned layer gets the budget its SPT arm gets, as the paper's own retrained scratch
 baselines (S4 random init, DLR) do. Two things differ, both stated in spt.studies.machinery.departures:
 - width: each mixer is as wide as makes its classifier's parameter count closest to the S4 row's
-  (:func:`mixer_model`), so no layer wins by size;
+  (:func:`mixer_model`), so no layer wins by size, but never narrower than half the S4 row's
+  width (:data:`WIDTH_FLOOR`): at S4's count the authors' head sizes (Gated DeltaNet's key heads
+  of 256, fla's MLPs rounded to 256) and the LRU's state of 256 per channel leave residual streams
+  of 24-36 channels on ListOps, a bottleneck the paper's models never have. Where the floor
+  binds, the mixer has more parameters than S4 (up to 2.5x), said per cell; :func:`sizes` gives
+  every width and count per task;
 - learning rate: S4's rates are tuned for S4 (its state-space parameters train at their own rate);
   a mixer's supervised runs try LR_GRID (each a full run, the best on validation kept, as C.1.4
   does for Text) and its pretraining takes the S4 row's rate.
@@ -117,29 +122,48 @@ def sized_like(cfg, target: int):
     return width_for_params(cfg, target, step=width_step(cfg))[0]
 
 
+# A mixer is never narrower than this share of the S4 row's width (the module docstring's why).
+WIDTH_FLOOR = 0.5
+
+
+def floor_width(cfg, width: int) -> int:
+    """The narrowest width on `cfg`'s width grid (:func:`width_step`) of at least WIDTH_FLOOR x
+    `width`."""
+    step = width_step(cfg)
+    return -(-int(WIDTH_FLOOR * width) // step) * step
+
+
 def mixer_model(name: str, task: str):
     """MIXERS[name] with the S4 row's depth, dropout, pooling, head and length on `task` (the LRU
     also with the LRU paper's ring, phase and state size there: LRU_TASKS), at the width whose
-    parameter count is closest to the S4 row's (:func:`sized_like`)."""
+    parameter count is closest to the S4 row's (:func:`sized_like`), or at WIDTH_FLOOR of S4's
+    width where that is wider."""
     s4 = ssm_row(task, "s4").model
     cfg = replace(MIXERS[name], n_layers=s4.n_layers, dropout=s4.dropout, pooling=s4.pooling,
                   head=s4.head, max_len=s4.max_len)
     if name in TASK_SETTINGS:
         cfg = replace(cfg, **TASK_SETTINGS[name][task]._asdict())
-    return sized_like(cfg, s4_size(task))
+    sized = sized_like(cfg, s4_size(task))
+    return replace(sized, d_model=max(sized.d_model, floor_width(cfg, s4.d_model)))
 
 
 SIZE_TOLERANCE = 0.1
 
 
 def size_note(name: str, task: str, model) -> str:
-    """"" when `model`'s classifier is within SIZE_TOLERANCE of the S4 row's parameter count on
-    `task`; otherwise a line saying by how much it misses and why (its width grid)."""
+    """The mixer's width on `task` against the S4 row's, and its parameter count against S4's
+    where it misses by more than SIZE_TOLERANCE, with why (the width floor, or its width grid)."""
     n, target = count_parameters_of(model), s4_size(task)
+    s4 = ssm_row(task, "s4").model
+    said = (f"{name} on {task}: width D = {model.d_model} against the S4 row's {s4.d_model}, "
+            f"{n:,} parameters against S4's {target:,} ({n / target - 1:+.0%})")
     if abs(n - target) <= SIZE_TOLERANCE * target:
-        return ""
-    return (f"{name} on {task}: {n:,} parameters, {n / target - 1:+.0%} against the S4 row's "
-            f"{target:,}: its heads of the authors' size allow widths in steps of "
+        return said
+    at_count = sized_like(replace(model, d_model=width_step(model)), target).d_model
+    if at_count < model.d_model:
+        return (f"{said}: at S4's count it would be {at_count} wide, under the floor of "
+                f"{WIDTH_FLOOR:g} x S4's width that spt keeps (the parameters follow)")
+    return (f"{said}: its heads of the authors' size allow widths in steps of "
             f"{width_step(model)} only, and D = {model.d_model} gives the nearest count")
 
 

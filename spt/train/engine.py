@@ -59,7 +59,7 @@ from .curves import Curves, grad_norm
 from .graphs import GraphedStep
 from .observers import current_observer, observe, timestamp  # noqa: F401  (observe: public here)
 from .optim import apply_now, build_optimizer, build_scheduler, param_groups, plateau_state, plateau_update
-from .passes import autocast, check_finite_inputs, epoch_batches, evaluate, loader  # noqa: F401  (epoch_batches: public here)
+from .passes import autocast, check_finite_inputs, epoch_batches, evaluate, item_group, loader  # noqa: F401  (epoch_batches: public here)
 from .passes import to_device as _to
 from .run_state import RunState
 
@@ -257,7 +257,9 @@ class _Run:
             raise ValueError(f"task {task.spec.name!r} has an empty training split")
         if cfg.augment:
             augmentation_for(task.spec)  # a task without one is refused before any work
-        self.batches_per_epoch = math.ceil(self.n / cfg.batch_size)
+        # a pair task's documents go into a batch two by two: batch_size pairs, 2 x that documents
+        self.group = item_group(task.train)
+        self.batches_per_epoch = math.ceil(self.n / self.group / cfg.batch_size)
         self.steps_per_epoch = math.ceil(self.batches_per_epoch / cfg.accum_steps)
         self.total_steps = cfg.epochs * self.steps_per_epoch
         if cfg.max_steps is not None:
@@ -299,7 +301,7 @@ class _Run:
         if ck is not None and ck.get("paths"):
             return path_choice.recorded(self.model, ck["paths"], self.cfg, self.env)
         cfg = self.cfg
-        first = epoch_batches(self.n, cfg.batch_size, cfg.seed, 0)[0]
+        first = epoch_batches(self.n, cfg.batch_size, cfg.seed, 0, self.group)[0]
         items = self.objective.epoch_data(self.task.train, cfg.seed, 0)
         batch = next(iter(loader(items, [first], replace(cfg, num_workers=0), self.device, cfg.seed)))
         log = print if self.env.is_main else None
@@ -380,7 +382,7 @@ class _Run:
         """The rest of the epoch's batches (this rank's shard of each), an optimiser step every
         accum_steps of them, until the epoch ends or the stopping rule ends the run."""
         s, cfg = self.state, self.cfg
-        todo = epoch_batches(self.n, cfg.batch_size, cfg.seed, epoch)
+        todo = epoch_batches(self.n, cfg.batch_size, cfg.seed, epoch, self.group)
         parts = [D.shard(b, self.env) for b in todo[s.batch:]]
         train = self.task.train
         if cfg.augment:  # a fresh label-preserving draw per (seed, epoch, example)

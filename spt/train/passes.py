@@ -10,11 +10,28 @@ from ..data.collate import pad_collate
 from . import distributed as D
 
 
-def epoch_batches(n: int, batch_size: int, seed: int, epoch: int) -> list[list[int]]:
-    """The shuffled batches of one epoch; depends only on (n, batch_size, seed, epoch)."""
+def epoch_batches(n: int, batch_size: int, seed: int, epoch: int,
+                  group: int = 1) -> list[list[int]]:
+    """The shuffled batches of one epoch; depends only on (n, batch_size, seed, epoch, group).
+
+    group : items that travel together, items ``group * i ... group * i + group - 1`` (a pair
+            task's two documents, :class:`spt.data.pairs.DocumentsDataset`): the groups are
+            shuffled and a batch holds `batch_size` groups, ``batch_size * group`` items, as the
+            authors' AAN loader batches pairs and its collate stacks both documents of each.
+    """
+    if n % group:
+        raise ValueError(f"epoch_batches: {n} items do not split into groups of {group}")
     g = torch.Generator().manual_seed(seed * 100_003 + epoch)
-    perm = torch.randperm(n, generator=g).tolist()
-    return [perm[i:i + batch_size] for i in range(0, n, batch_size)]
+    perm = torch.randperm(n // group, generator=g).tolist()
+    if group == 1:
+        return [perm[i:i + batch_size] for i in range(0, n, batch_size)]
+    return [[group * p + k for p in perm[i:i + batch_size] for k in range(group)]
+            for i in range(0, n // group, batch_size)]
+
+
+def item_group(dataset) -> int:
+    """How many consecutive items of `dataset` a batch takes together (its ``group``; 1 if none)."""
+    return int(getattr(dataset, "group", 1))
 
 
 def _loader_generator(seed: int) -> torch.Generator:

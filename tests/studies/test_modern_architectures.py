@@ -22,8 +22,10 @@ def _arms(preset):
 
 
 def test_every_mixer_is_sized_to_the_s4_row_of_each_task(paper):
-    """Within 10% of S4's count, or the nearest count its heads' width grid allows, said in its
-    arms' note (Mamba-2 on ListOps: widths in steps of 32)."""
+    """Within 10% of S4's count, or the nearest count its heads' width grid allows, but never
+    narrower than half the S4 row's width (where that binds, the parameters follow); each arm's
+    note says its width and count (Mamba-2 on ListOps: widths in steps of 32; Gated DeltaNet on
+    ListOps: 64 wide where S4's count would make it 24)."""
     arms = _arms(paper)
     for task in m13.TASKS:
         target = m13.s4_size(task)
@@ -32,17 +34,27 @@ def test_every_mixer_is_sized_to_the_s4_row_of_each_task(paper):
             cfg = m13.mixer_model(name, task)
             n = count_parameters_of(cfg)
             note = m13.size_note(name, task, cfg)
-            if abs(n - target) / target >= 0.1:
-                assert note and note in arms[(task, name, "scratch")].note.splitlines(), (task, name)
+            assert note.startswith(f"{name} on {task}: width D = {cfg.d_model} against the S4 "
+                                   f"row's {s4.d_model}")
+            assert note in arms[(task, name, "scratch")].note.splitlines(), (task, name)
+            assert cfg.d_model >= s4.d_model / 2, (task, name, cfg.d_model)
+            floor = m13.floor_width(cfg, s4.d_model)
+            if cfg.d_model == floor and abs(n - target) / target >= 0.1 and n > target:
+                assert "under the floor of 0.5 x S4's width" in note, note
+            elif abs(n - target) / target >= 0.1:
                 step = m13.width_step(cfg)
                 for d in (cfg.d_model - step, cfg.d_model + step):
                     other = count_parameters_of(replace(cfg, d_model=d))
                     assert abs(other - target) > abs(n - target), (task, name, d)
                 assert abs(n - target) / target < 0.15, (task, name)
-            else:
-                assert not note
             assert cfg.n_layers == s4.n_layers and cfg.pooling == s4.pooling
             assert cfg.dropout == s4.dropout and cfg.max_len == s4.max_len
+    w = m13.sizes()
+    assert w.loc["gated_deltanet", "listops"] == "1,515,434 (d=64)"  # 611,834 (d=24) at S4's count
+    assert w.loc["lru", "listops"].endswith("(d=64)")
+    # the laptop preset's mixers are all wider than half its S4 (d = 32) already
+    laptop = m13.laptop_models(64)
+    assert min(c.d_model for c in laptop.values()) >= 16
 
 
 def test_every_mixer_is_at_its_authors_shape_on_every_task(paper):
@@ -89,7 +101,10 @@ def test_deviations_name_every_remaining_difference_from_the_authors(paper):
                   for t, f in ma.LRU_PORT_LR_FACTOR.items() if t in m13.TASKS and f != 0.5}
     assert len(lr_factors) == 4  # text 0.1, image, pathfinder and pathx 0.25
     assert printed == {ma.BIDIRECTIONAL, ma.GDN_KEY_WIDTH, ma.LRU_BATCHNORM, ma.LRU_FINAL_NORM,
-                       ma.LRU_DROPOUT} | inits | lr_factors
+                       ma.LRU_DROPOUT, ma.MAMBA_DT_BIAS} | inits | lr_factors
+    # Mamba's undecayed dt_proj.bias, where mamba_simple.py exempts only A_log and D
+    assert "model=mamba " in readings[ma.MAMBA_DT_BIAS] + " "
+    assert "mamba_simple.py exempts only A_log and D" in ma.MAMBA_DT_BIAS
     assert "init=causal" not in readings[ma.BIDIRECTIONAL]
     assert "model=gated_deltanet" in readings[ma.GDN_KEY_WIDTH]
     assert "mamba2 on listops" in " ".join(readings)

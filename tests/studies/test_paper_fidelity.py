@@ -341,3 +341,29 @@ def test_small_fractions_validate_as_often_in_steps_as_the_full_data():
     # Text pretraining at 0.005: 40K steps of batch 8 over 112 reviews = 2,857 epochs
     epochs = 40_000 * 8 / 112
     assert epochs / pt.train.eval_every < 15  # validations, as at the full data (about 14)
+
+
+def test_the_authors_readings_around_the_objective_are_printed_on_their_cells():
+    """<eos>, the character vocabulary, causal finetuning, pixel pretraining's selection metric,
+    and how masks are drawn and validated: each printed where it applies, naming the authors'
+    file."""
+    from spt.studies.machinery import departures as dp
+    from spt.studies.registry import STUDIES
+
+    study = STUDIES["01_lra_transformers"]
+    dev = study.deviations("paper")
+    assert set(dev.loc[dev.field == "reading", "why"]) >= {dp.EOS, dp.VOCAB, dp.CAUSAL_FINETUNE,
+                                                           dp.PIXEL_SELECTION, dp.MASKS}
+    cells: dict = {}
+    for coords, views, _ in study.stage_views("paper", "DATA"):
+        for text in {t for _, t in dp.readings([(coords, views)])}:
+            cells[text] = cells.get(text, "") + " ".join(f"{k}={v}" for k, v in coords.items()) + "; "
+    want = {dp.EOS: ("task=listops", "task=retrieval"), dp.VOCAB: ("task=text",),
+            dp.CAUSAL_FINETUNE: ("init=causal",), dp.PIXEL_SELECTION: ("task=image",),
+            dp.MASKS: ("init=masked",)}
+    for text, where in want.items():
+        assert text in cells, text[:40]
+        assert all(w in cells[text] for w in where), (text[:40], cells[text][:200])
+        assert "src/" in text or "configs/" in text  # the authors' file named
+    assert "task=image" not in cells[dp.EOS] and "task=listops" not in cells[dp.VOCAB]
+    assert "init=masked" not in cells[dp.CAUSAL_FINETUNE]

@@ -208,3 +208,18 @@ def test_baselines_add_the_techniques_where_the_task_has_them():
     assert added["listops"].job.train.augment and not added["listops"].job.train.aux_denoise
     assert added["text"].job.train.aux_denoise == 1.0 and not added["text"].job.train.augment
     assert dict(added["pathfinder"].ref.options)["extra_train"]
+
+
+def test_a_free_kernel_from_scratch_trains_its_spt_arms_finetuning_budget():
+    """An untuned layer gets its SPT arm's budget (as study 13's mixers), not the step caps Gu
+    et al. tuned for S4 from scratch (ListOps 76,800 vs 1,200,000 before)."""
+    from spt.studies import plan
+    from spt.studies.machinery.plan import caps
+
+    df = caps(plan("14_priors_and_range", preset="paper"), by=("task", "model", "prior"))
+    free = df.xs("s4", level="model").loc[(slice(None), ["free_conv", "free_conv+techniques"]), :]
+    assert len(free) >= 6
+    for what in ("cap", "budget_h", "patience"):
+        assert (free[f"scratch_{what}"] == free[f"finetune_{what}"]).all(), free
+    s4 = df.xs(("s4", "none"), level=("model", "prior"))
+    assert (s4["scratch_cap"] != s4["finetune_cap"]).any()  # the cited S4 keeps Gu et al.'s

@@ -35,6 +35,19 @@ def test_every_paper_preset_plans_in_seconds_without_data_and_flags_nothing():
     assert text.lr_shape[0] < 0.01 and text.lr_shape[-1] < 0.01  # warmup start, decayed at the cap
 
 
+def test_retrieval_pretraining_is_planned_in_the_documents_it_reads():
+    """Table 4's PT BSZ 32 on Retrieval: 32 pairs, 64 documents a step; an epoch reads all 294,172
+    documents of the 147,086 training pairs in 4,597 steps (the authors' AAN collate)."""
+    pt = [p for p in plan("01_lra_transformers", preset="paper", tasks=["retrieval"])
+          if p.stage == "pretrain" and p.coords.get("init") == "masked"][0]
+    assert pt.examples["train"] == 294_172 and pt.batch == 64 and pt.steps_per_epoch == 4_597
+    assert any("both documents of 32 pairs (64 documents)" in n and "294,172 documents" in n
+               for n in pt.notes), pt.notes
+    ft = [p for p in plan("01_lra_transformers", preset="paper", tasks=["retrieval"])
+          if p.stage == "finetune" and p.coords.get("init") == "masked"][0]
+    assert ft.examples["train"] == 147_086  # the finetuning stage reads pairs
+
+
 def test_the_small_data_scale_fractions_reach_their_lr_and_decay():
     plans = [p for p in plan("04_data_scales", preset="paper") if p.stage != "pretrain"]
     tiny = [p for p in plans if p.coords["fraction"] == 0.005]

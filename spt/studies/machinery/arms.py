@@ -203,11 +203,24 @@ class Arm(Job):
         return dry.arm(self)
 
     def cell_config(self, ref: TaskRef, seed: int) -> dict:
-        return {"task": ref.to_dict(), "arm": self.to_dict(), "seed": int(seed)}
+        out = {"task": ref.to_dict(), "arm": self.to_dict(), "seed": int(seed)}
+        if self.is_spt and _is_pair(ref):
+            # pretraining reads both documents of batch_size pairs a step (2 x batch_size
+            # documents, as the authors' AAN collate): results from one document per batch item
+            # were another computation
+            out["pretrain_batch"] = "pairs"
+        return out
 
     def run(self, task: Union[Task, TaskRef], seed: int, run_dir: Path) -> xr.Dataset:
         """:func:`run_arm` of this arm."""
         return run_arm(task, self, seed, run_dir)
+
+
+def _is_pair(ref) -> bool:
+    """Whether the task `ref` names is a pair task (both documents of an example: Retrieval)."""
+    from ...data.registry import TASKS
+    source = TASKS.get(getattr(ref, "name", None))
+    return bool(source and source.pair)
 
 
 def history_curve(history: xr.Dataset, name: str, dim: str = "epoch") -> xr.DataArray:

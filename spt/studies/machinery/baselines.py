@@ -174,12 +174,23 @@ def priors_for(family: str, task: Optional[str]) -> tuple:
     return tuple(n for n, p in PRIORS[family].items() if not p.techniques or task in TECHNIQUES)
 
 
+FREE_SCRATCH_NOTE = ("from scratch a free kernel trains its SPT arm's finetuning settings (the "
+                     "same budget, schedule and patience: caps() shows them equal), not the cited "
+                     "S4 runs' from-scratch schedules, which Gu et al. tuned for S4: an untuned "
+                     "layer gets the budget its SPT arm gets, as study 13's mixers do")
+
+
 def family_arms(family: str, scratch: Arm, spt: Arm, task: Optional[str] = None) -> dict:
     """{(prior, init): Arm} of one model family on `task` (a TaskRef name): its scratch and SPT
-    arms with no prior and with each of its priors that can run there (:func:`priors_for`)."""
+    arms with no prior and with each of its priors that can run there (:func:`priors_for`). A
+    prior that replaces the model by an untuned one (the free kernel) trains from scratch with its
+    SPT arm's finetuning settings (:data:`FREE_SCRATCH_NOTE`)."""
+    untuned = dataclasses.replace(spt, objective=None, pretrain=None, pretrain_val=None,
+                                  note="; ".join(n for n in (FREE_SCRATCH_NOTE, spt.note) if n))
     out = {}
     for prior in ("none", *priors_for(family, task)):
-        out[prior, "scratch"] = with_prior(scratch, family, prior, task)
+        own = untuned if prior != "none" and PRIORS[family][prior].model is free_conv else scratch
+        out[prior, "scratch"] = with_prior(own, family, prior, task)
         out[prior, "spt"] = with_prior(spt, family, prior, task)
     return out
 

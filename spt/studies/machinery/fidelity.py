@@ -30,7 +30,8 @@ TABLE = Path(__file__).resolve().parents[2] / "paper" / "settings.tsv"
 FIELDS = {
     "lr": "learning rate (the supervised run's, or pretraining's)",
     "lrs": "learning rates tried as full runs, the best on validation kept",
-    "batch": "examples per optimiser step",
+    "batch": "examples per optimiser step (a pair task's pretraining: pairs, both documents of "
+             "each read, as the paper's PT BSZ and the authors' AAN loader count them)",
     "wd": "AdamW weight decay",
     "wd_groups": "which parameters are decayed: matrices, or all without an optimiser hint",
     "warmup": "linear warmup steps",

@@ -114,6 +114,14 @@ LRU_FINAL_NORM = ("LRU: spt's stack ends with a norm after the last block (as ev
                   "does before its head); minimal-LRU's encoder has none")
 LRU_DROPOUT = ("LRU: one dropout on the block's output; minimal-LRU drops out after the GELU and "
                "again after the GLU")
+MAMBA_DT_BIAS = ("Mamba: dt_proj.bias is exempt from weight decay, as Mamba-2's dt_bias is in "
+                 "mamba-ssm; mamba-ssm's mamba_simple.py exempts only A_log and D "
+                 "(_no_weight_decay), so under the S4 protocol's decay of every parameter "
+                 "(wd_groups all, the authors' train.py) theirs would decay it: one parameter group "
+                 "of the inverse-softplus step sizes, kept undecayed in spt like Mamba-2's")
+# what a mixer's own code does otherwise than its authors', beyond the fields above
+OWN_NOTES = {MambaConfig: (MAMBA_DT_BIAS,)}
+
 INIT = {
     "mamba-ssm": ("{name}: linear maps keep PyTorch's initialisation; mamba-ssm's language model "
                   "re-initialises them (Linear biases zeroed, out_proj divided by sqrt(n_layers)), "
@@ -143,6 +151,7 @@ def departures(model, task: str = "") -> list[str]:
         out += _gated_deltanet(model)
     if kind is LRUConfig:
         out += _lru(model, task)
+    out += OWN_NOTES.get(kind, ())
     if not model.causal:
         out.append(BIDIRECTIONAL)
     out.append(INIT[family].format(name=name))

@@ -87,10 +87,14 @@ def plan_stage(study: str, coords: dict, view: StageView, examples: dict,
                seeds: int = 1, smoke: bool = False) -> StagePlan:
     """The StagePlan of one stage given its split sizes (smoke: a stage of a smoke preset, whose
     warmup is not expected to end)."""
+    from .arms import _is_pair
     cfg = view.train
+    # a pair task's pretraining reads documents, both of each pair: the plan counts what it reads
+    group = 2 if view.stage == "pretrain" and _is_pair(view.task) else 1
+    examples = {k: group * int(v) for k, v in examples.items()}
     n = int(examples.get("train", 0))
     batch = cfg.batch_size
-    spe = math.ceil(math.ceil(n / batch) / cfg.accum_steps) if n else 0
+    spe = math.ceil(math.ceil(n / group / batch) / cfg.accum_steps) if n else 0
     by_epochs = cfg.epochs * spe
     cap = by_epochs if cfg.max_steps is None else min(by_epochs, cfg.max_steps)
     shape = tuple(lr_at(cfg, min(max(cap - 1, 0), int(round(f * cap))), cap, spe)
@@ -100,10 +104,16 @@ def plan_stage(study: str, coords: dict, view: StageView, examples: dict,
     epochs = None if cfg.epochs >= NO_EPOCH_CAP else cfg.epochs
     validations = (math.ceil(cap / spe) // cfg.eval_every) if spe else 0
     p = StagePlan(study, dict(coords), view.stage, getattr(view.task, "name", "?"),
-                  dict(examples), batch * cfg.accum_steps, spe, epochs, cfg.max_steps, cap,
+                  dict(examples), group * batch * cfg.accum_steps, spe, epochs, cfg.max_steps, cap,
                   cfg.warmup_steps, cfg.schedule, cfg.lr, shape, cfg.patience, patience_steps,
                   cfg.warmup_steps, cfg.eval_every, validations,
                   None if cfg.max_time is None else cfg.max_time / 3600, seeds)
+    if group > 1:
+        p.notes.append(f"documents: a step reads both documents of {batch * cfg.accum_steps} "
+                       f"pairs ({p.batch} documents), an epoch all {n:,} documents of the "
+                       f"{n // group:,} training pairs in {spe:,} steps, as the authors' AAN "
+                       f"loader batches pairs and its collate stacks both documents "
+                       f"(src/dataloaders/lra.py)")
     _check(p, cfg, smoke)
     return p
 
