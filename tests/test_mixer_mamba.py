@@ -2,9 +2,8 @@
 
 import pytest
 import torch
-from mixer_checks import causal_or_both_ways, padded_batch, padding_safe, same_outputs_and_grads
+from mixer_checks import causal_or_both_ways, padded_batch, padding_safe, same_outputs_and_grads, with_paths
 
-from spt.models.mixers.common import with_reference
 from spt.models.mixers.mamba import Mamba
 
 D = 16
@@ -15,7 +14,7 @@ def test_fast_path_equals_reference_padded_both_directions(causal):
     torch.manual_seed(0)
     mixer = Mamba(D, causal=causal, d_state=8)
     x, valid = padded_batch(D)
-    same_outputs_and_grads(mixer, with_reference(mixer), x, valid)
+    same_outputs_and_grads(mixer, with_paths(mixer, "ref"), x, valid)
 
 
 @pytest.mark.parametrize("causal", [True, False])

@@ -34,7 +34,7 @@ from ..kernels.paths import OTHERS, STEP, STEP_PATHS, candidates_of, choosers, r
 from . import distributed as D
 from . import paths_cache
 from .graphs import graphs_unavailable
-from .measure import Trial, measure_module, measure_step, pick, signature
+from .measure import MARGIN, Trial, measure_module, measure_step, pick, signature
 from .passes import autocast
 
 MEASURE_SHARE = 0.03   # of a run's projected time, at most, spent measuring
@@ -75,15 +75,24 @@ class Chosen:
         return dict(sorted(out.items()))
 
     def rows(self) -> list[dict]:
-        """One row per group and candidate: kind, shape, path, milliseconds, difference from the
-        reference, "chosen" or why not, and how the group was decided."""
+        """One row per group and candidate: kind, shape, path, milliseconds (median), its time
+        over the reference's in the same rounds (median; what the choice compares, steadier than
+        two medians on a busy machine), difference from the reference, "chosen" or why not, and
+        how the group was decided."""
         rows = []
         for c in self.choices:
             for t in c.trials or [Trial(c.path)]:
-                status = ("chosen" if t.path == c.path else "slower") if not t.skipped else \
-                    f"skipped: {t.skipped}"
+                if t.skipped:
+                    status = f"skipped: {t.skipped}"
+                elif t.path == c.path:
+                    status = "chosen"
+                elif t.ratio is not None and t.ratio < 1:
+                    status = f"not {100 * MARGIN:g}% faster than the reference in the same rounds"
+                else:
+                    status = "slower"
                 rows.append({"kind": c.kind, "shape": c.shape, "path": t.path,
                              "ms": None if t.seconds is None else round(1e3 * t.seconds, 3),
+                             "vs_ref": None if t.ratio is None else round(t.ratio, 3),
                              "error": t.error, "status": status, "how": c.how})
         return rows
 

@@ -33,7 +33,8 @@ def tune(study, *, preset: str = "paper", data_root=None, device: str = "auto",
             rows.extend({"cell": r.name, "stage": stage, **row} for row in chosen.rows())
         if not r.ok:
             rows.append({"cell": r.name, "stage": "", "kind": "", "shape": "", "path": "",
-                         "ms": None, "error": None, "status": r.status, "how": ""})
+                         "ms": None, "vs_ref": None, "error": None, "status": r.status,
+                         "how": ""})
         seen[0] = len(found)
 
     with tuning() as found:
