@@ -40,6 +40,11 @@ def _check_positive(cls: str, name: str, value, allow_zero: bool = False) -> Non
         raise ValueError(f"{cls}.{name} must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
 
 
+class NotAWholeNumber(TypeError, ValueError):
+    """A config field declared ``int`` given a fraction, a float or a bool (a TypeError by kind, a
+    ValueError for the code that checks a config's values)."""
+
+
 def _int_fields(cls) -> frozenset:
     """The names of `cls`'s fields annotated ``int`` or ``Optional[int]`` (the annotations are
     strings here: ``from __future__ import annotations``)."""
@@ -71,9 +76,9 @@ def check_finite(cfg) -> None:
                                  f"give a finite value")
         if f.name in ints and value is not None and (
                 isinstance(value, bool) or not isinstance(value, numbers.Integral)):
-            raise TypeError(f"{type(cfg).__name__}.{f.name}={value!r} must be a whole number "
-                            f"(an int), got {type(value).__name__}: give e.g. "
-                            f"{f.name}={_whole(value)}")
+            raise NotAWholeNumber(f"{type(cfg).__name__}.{f.name}={value!r} must be a whole "
+                                  f"number (an int), got {type(value).__name__}: give e.g. "
+                                  f"{f.name}={_whole(value)}")
 
 
 def _whole(value) -> str:
