@@ -1,4 +1,5 @@
-"""Multi-process training with torchrun (gloo, CPU): same weights as one process, resume after a kill,
+"""Multi-process training with torchrun (gloo, CPU): same weights as one process, resume after a
+kill,
 resume on another number of ranks.
 
 This file is also the worker that torchrun launches (see ``__main__`` at the bottom), so the test
@@ -82,6 +83,8 @@ def runs(tmp_path_factory):
 
 
 def test_two_ranks_match_one_process(runs):
+    """Slow by necessity: two torchrun ranks over gloo beside a one-process run, compared weight for
+    weight."""
     root = runs["root"]
     _assert_same(_weights(root / "two"), _weights(root / "single"), tol=1e-6)
     two = torch.load(root / "two" / "last.pt", weights_only=False)
@@ -156,7 +159,8 @@ def test_pretrain_and_finetune_on_two_ranks(tmp_path):
 
 
 def test_fsdp_run_killed_and_resumed_matches_one_process(runs, tmp_path):
-    """FSDP shards parameters and optimiser state; checkpoints hold the full, single-process form."""
+    """FSDP shards parameters and optimiser state; checkpoints hold the full, single-process form.
+    Slow by necessity: torchrun ranks killed mid-run and relaunched."""
     _launch(tmp_path, "scratch", "--fsdp", "--kill-at", "7", check=False)
     assert torch.load(tmp_path / "last.pt", weights_only=False)["state"]["step"] == 6
     _launch(tmp_path, "scratch", "--fsdp", "--resume")

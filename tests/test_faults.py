@@ -256,6 +256,8 @@ def _launch(tmp_path, workers: int):
 
 @pytest.mark.serial
 def test_a_killed_worker_ends_the_run_naming_its_cell_and_the_rerun_resumes(tmp_path):
+    """Slow by necessity: two spawned worker processes, one killed with SIGKILL mid-cell, and the
+    rerun to the end."""
     run = _launch(tmp_path, workers=2)
     try:
         assert _wait_for(lambda: len(_started(tmp_path)) == 2 or run.poll() is not None, 120), \
@@ -623,6 +625,8 @@ print("BATCH", batch.returncode, "|", batch.stderr.strip().replace("\\n", " // "
 
 @pytest.mark.serial
 def test_a_read_only_folder_is_one_line_before_any_work(tmp_path):
+    """Slow by necessity: a real read-only file system in its own mount namespace, one smoke study
+    run into it before and three command-line runs against it."""
     (tmp_path / "mnt").mkdir()
     (tmp_path / "grid.yaml").write_text("fixed: {tasks: [listops]}\ngrid: {seeds: [[0]]}\n")
     done = _in_own_mount_namespace(READ_ONLY, tmp_path / "mnt", tmp_path / "grid.yaml")
@@ -693,6 +697,9 @@ def _run_until_a_cell_is_done(out, act):
 @pytest.mark.serial
 @pytest.mark.skipif(sys.platform != "linux", reason="reads process parents in /proc")
 def test_ctrl_c_and_a_dead_kernel_end_in_one_line_and_the_rerun_resumes(tmp_path, child_pid):
+    """Slow by necessity: a real `spt study run` (papermill, a kernel, worker processes) interrupted
+    twice, by Ctrl-C and by killing the kernel, and rerun to its end; signals reach only real
+    processes."""
     out = tmp_path / "out"
     rc, lines = _run_until_a_cell_is_done(out, lambda run: os.killpg(run.pid, signal.SIGINT))
     assert rc == 130 and not any("Traceback" in s for s in lines), "\n".join(lines[-30:])

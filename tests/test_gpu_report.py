@@ -25,6 +25,8 @@ def _rows(path: Path) -> list[dict]:
 
 
 def test_gpu_report_rehearsal_on_cpu_runs_every_section(tmp_path):
+    """Slow by necessity: the rehearsal runs every section of `make gpu-report` at its smoke size,
+    so that a GPU session's one call cannot fail on a section never run."""
     out = tmp_path / "report"
     assert gpu_report.main(["--out", str(out), "--smoke", "--budget", "400"]) == 0
     text = (out / "report.md").read_text()

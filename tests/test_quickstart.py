@@ -115,6 +115,8 @@ def test_papermill_help_notebook_lists_parameters():
 
 @pytest.mark.serial
 def test_rerun_reuses_finished_runs_and_refuses_a_changed_config(tmp_path):
+    """Slow by necessity: it trains the quickstart's cells once and reruns them, which is what reuse
+    means."""
     from spt.studies.quickstart import STUDY, Setup, summary_table
     run = STUDY.run
 

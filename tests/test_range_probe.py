@@ -26,6 +26,8 @@ def test_needed_span_reads_the_knee():
 
 
 def test_the_lagged_copy_needs_exactly_its_lag():
+    """Slow by necessity: it trains the probe at several spans until each learns or fails the copy,
+    which is the finding checked."""
     lag = 8
     task = lagged_task(seq_len=31, lag=lag, n_train=1000, val_size=300, test_size=300)
     base = SSMConfig(kind="s4d", d_model=32, n_layers=1, d_state=16, max_len=31, dropout=0.0,

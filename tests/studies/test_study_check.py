@@ -61,6 +61,8 @@ def test_the_pythia_study_says_when_pythia_is_not_downloaded(fixtures):
 
 @pytest.mark.parametrize("study", sorted(set(CHEAP) - OFFLINE_ONLY))
 def test_paper_preset_dry_run_passes_on_full_length_fixtures(study, fixtures):
+    """Slow for some studies by necessity: a step of a paper model at its full sequence length on a
+    CPU (what a GPU run would meet first)."""
     results = check(study, preset="paper", data_root=str(fixtures), batch=2, device="cpu",
                     only=CHEAP[study])
     assert results, f"no cell of {study} matched {CHEAP[study]!r}"
@@ -85,7 +87,8 @@ def test_retrieval_cells_run_at_two_documents_of_4000_bytes(fixtures):
 
 
 def test_a_failing_cell_is_reported_and_the_others_go_on(fixtures, tmp_path, capsys):
-    """A data root missing one task's files: that cell fails with its error, the command exits 1."""
+    """A data root missing one task's files: that cell fails with its error, the command exits 1.
+    Slow by necessity: the passing cell is a full-length dry run."""
     import shutil
     root = tmp_path / "data"
     shutil.copytree(fixtures, root)
@@ -148,6 +151,7 @@ def test_the_cost_table_sums_cells_and_their_seeds():
 
 
 def test_the_check_command_prints_the_estimate_and_its_assumption(fixtures, capsys):
+    """Slow by necessity: the command's own dry run of a paper cell at full length."""
     code = main(["study", "check", "06_kernel_decay", "-p", "data_root", str(fixtures),
                  "--only", CHEAP["06_kernel_decay"], "--device", "cpu"])
     out = capsys.readouterr().out

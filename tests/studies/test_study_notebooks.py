@@ -97,12 +97,17 @@ def check_results(name: str, out) -> xr.Dataset:
 
 @pytest.mark.parametrize("name", [s for s in STUDIES if s != "04_data_scales"])
 def test_study_notebook_runs_at_smoke_preset(name, tmp_path):
+    """Each study notebook at its smoke preset through papermill, as `spt study run` runs it: a
+    kernel start, the imports and the smoke cells (10-35 s each); the smoke preset is the smallest
+    run that reaches every cell of the notebook."""
     assert main(["study", "run", name, "--preset", "smoke", "--out", str(tmp_path)]) == 0
     assert (tmp_path / f"{name}.ipynb").exists()
     check_results(name, tmp_path)
 
 
 def test_study_run_reuses_finished_cells_and_runs_new_ones(tmp_path):
+    """Slow by necessity: two real notebook runs (a kernel each), the second reusing the first's
+    cells and computing the new seed's."""
     name = "04_data_scales"
     assert main(["study", "run", name, "--preset", "smoke", "--out", str(tmp_path)]) == 0
     ds = check_results(name, tmp_path)
