@@ -18,9 +18,11 @@ row, in this process and at the same shapes:
 * ``best fixed`` - the fastest of every fixed assignment (one path per module kind, and the step)
                   among the candidates that run here.
 
-Step times are medians of --repeat steps, the assignments timed in turns so that a change of load
-falls on every one alike. ``auto / best`` is the ratio the issue bounds (<= 1.05 on every CPU row):
-1 where auto chose the best fixed assignment itself, else the two timed again side by side for
+Step times are medians of --repeat steps in steady state (each assignment's step built and called
+once before the timing, as a run's step is), the assignments timed in turns, the order turning
+each round, so that a change of load falls on every one alike. ``auto / best`` is the ratio
+the issue bounds (<= 1.05 on every CPU row): 1 where auto chose the best fixed assignment
+itself, else the two timed again side by side for
 6 x --repeat rounds, the median of their per-round ratio (the fastest of many noisy medians is
 biased low, so it is not compared with the one it was picked from).
 """
@@ -105,28 +107,32 @@ def step_caller(model, objective, batch, cfg, device, step: str):
 
 
 def time_assignments(model, objective, batch, cfg, device, assignments: dict, repeats: int) -> dict:
-    """{name: [step seconds per round]} of each {kind, module name or step: path} assignment,
-    timed in turns (spt.train.measure.alternating)."""
-    def call(a):
-        def run():
+    """{name: [step seconds per round]} of each {kind, module name or step: path} assignment, in
+    steady state as a run steps: each assignment's step is built once and called once before the
+    rounds (static buffers, capture), then timed once a round, the assignments in turns
+    (the order turning each round), its module paths set before each of its calls."""
+    callers: dict = {}
+    try:
+        for name, a in assignments.items():
             set_paths(model, {k: v for k, v in a.items() if k != STEP})
-            step, close = step_caller(model, objective, batch, cfg, device, a.get(STEP, "eager"))
-            try:
-                step()  # a step's first call (static buffers, capture) is not what is timed
-                t0 = time.perf_counter()
-                step()
+            callers[name] = step_caller(model, objective, batch, cfg, device, a.get(STEP, "eager"))
+            callers[name][0]()
+        seconds: dict = {n: [] for n in assignments}
+        names = list(assignments)
+        for r in range(repeats + 1):  # the first round warms up
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                set_paths(model, {k: v for k, v in assignments[name].items() if k != STEP})
                 if device.type == "cuda":
                     torch.cuda.synchronize(device)
-                return time.perf_counter() - t0
-            finally:
-                close()
-        return run
-    seconds: dict = {n: [] for n in assignments}
-    names = list(assignments)
-    for r in range(repeats + 1):  # the first round warms up; the order turns by one each round
-        for name in names[r % len(names):] + names[:r % len(names)]:
-            seconds[name].append(call(assignments[name])())
-    return {n: ts[1:] for n, ts in seconds.items()}
+                t0 = time.perf_counter()
+                callers[name][0]()
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+                seconds[name].append(time.perf_counter() - t0)
+        return {n: ts[1:] for n, ts in seconds.items()}
+    finally:
+        for _, close in callers.values():
+            close()
 
 
 def head_to_head(times: dict, a: str, b: str) -> float:
