@@ -171,7 +171,8 @@ def cells(calls):
 
 def test_two_spt_study_runs_into_one_folder_keep_both_notebooks(tmp_path):
     """Two `spt study run` of one study into one folder at once: every cell computed exactly once,
-    both executed notebooks kept."""
+    both executed notebooks kept. Slow by necessity: two real notebook runs (two kernels) at the
+    same time, which is the case checked."""
     import subprocess
     import sys
 
