@@ -142,12 +142,19 @@ def _study_names(names: list) -> list:
     return names
 
 
-def cmd_plan(args) -> int:
-    from .machinery.plan import SMOKE_PLAN, as_dataframe, format_plans, plan
+def _data_root_only(args, command: str) -> dict:
+    """The -p parameters of a command that takes only data_root (plan, check, tune), or an
+    error."""
     params = {k: _value(v) for k, v in args.param}
     unknown = sorted(set(params) - {"data_root"})
     if unknown:
-        raise ValueError(f"spt study plan takes -p data_root DIR only, got {unknown}")
+        raise ValueError(f"{command} takes -p data_root DIR only, got {unknown}")
+    return params
+
+
+def cmd_plan(args) -> int:
+    from .machinery.plan import SMOKE_PLAN, as_dataframe, format_plans, plan
+    params = _data_root_only(args, "spt study plan")
     plans = []
     for name in _study_names(list(args.name)):
         ps = plan(name, preset=args.preset, data_root=params.get("data_root"),
@@ -184,10 +191,7 @@ def cmd_check(args) -> int:
         paths_summary,
         summary,
     )
-    params = {k: _value(v) for k, v in args.param}
-    unknown = sorted(set(params) - {"data_root"})
-    if unknown:
-        raise ValueError(f"spt study check takes -p data_root DIR only, got {unknown}")
+    params = _data_root_only(args, "spt study check")
     batch = _check_batch(args.batch, device_for(args.device))
     results = []
     with tuning() if args.tune else nullcontext():
@@ -402,10 +406,7 @@ def _add_check(sub) -> None:
 
 def cmd_tune(args) -> int:
     from .machinery.tune import tune, tune_summary
-    params = {k: _value(v) for k, v in args.param}
-    unknown = sorted(set(params) - {"data_root"})
-    if unknown:
-        raise ValueError(f"spt tune takes -p data_root DIR only, got {unknown}")
+    params = _data_root_only(args, "spt tune")
     import pandas as pd
     rows = []
     for name in _study_names(list(args.name)):
