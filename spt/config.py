@@ -16,7 +16,7 @@ and :mod:`spt.model_config` (how checkpoints store either model config) imports 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar, Literal, Mapping, Optional, Union
 
 from .compat import LATER_TRAIN_FIELDS  # noqa: F401  (public here: the TrainConfig fields files may lack)
@@ -26,7 +26,10 @@ from .config_base import (  # noqa: F401  (Head, Pooling, ModelConfigBase: publi
     Pooling,
     _check_choice,
     _check_positive,
+    check_fields,
     check_finite,
+    execution_fields,
+    rule,
 )
 
 Positions = Literal["sinusoidal", "learned", "rotary", "alibi", "none"]
@@ -141,6 +144,7 @@ class ObjectiveConfig:
 
 # the largest TrainConfig.seed: per-epoch seeds (seed * 100003 + epoch) stay within int64
 MAX_SEED = 2**32 - 1
+
 
 @dataclass(frozen=True)
 class TrainConfig:
@@ -289,70 +293,55 @@ class TrainConfig:
     # the metrics `select` may name, and whether higher values are better
     SELECT_METRICS = {"loss": False, "accuracy": True, "r2": True}
 
-    lr: float = 1e-3
-    batch_size: int = 32
-    weight_decay: float = 0.0
-    wd_groups: WdGroups = "matrices"
-    epochs: int = 20
-    max_steps: Optional[int] = None
-    max_time: Optional[float] = None
-    patience: Optional[int] = None
-    eval_every: int = 1
+    lr: float = field(default=1e-3, metadata=rule("positive"))
+    batch_size: int = field(default=32, metadata=rule("positive"))
+    weight_decay: float = field(default=0.0, metadata=rule("nonnegative"))
+    wd_groups: WdGroups = field(default="matrices", metadata=rule("choice", choices=WdGroups.__args__))
+    epochs: int = field(default=20, metadata=rule("positive"))
+    max_steps: Optional[int] = field(default=None, metadata=rule("positive"))
+    max_time: Optional[float] = field(default=None, metadata=rule("positive"))
+    patience: Optional[int] = field(default=None, metadata=rule("positive"))
+    eval_every: int = field(default=1, metadata=rule("positive"))
     select: Optional[str] = None
-    warmup_steps: int = 0
-    schedule: Schedule = "cosine"
-    schedule_steps: Optional[int] = None
-    plateau_patience: int = 10
+    warmup_steps: int = field(default=0, metadata=rule("nonnegative"))
+    schedule: Schedule = field(default="cosine", metadata=rule("choice", choices=Schedule.__args__))
+    schedule_steps: Optional[int] = field(default=None, metadata=rule("positive"))
+    plateau_patience: int = field(default=10, metadata=rule("nonnegative"))
     plateau_factor: float = 0.2
     lr_milestones: tuple = ()
     lr_gamma: float = 0.1
     grad_clip: Optional[float] = 1.0
-    accum_steps: int = 1
-    eval_batch_size: Optional[int] = None
-    ckpt_every: Optional[int] = None
-    seed: int = 0
-    device: str = "auto"
+    accum_steps: int = field(default=1, metadata=rule("positive"))
+    eval_batch_size: Optional[int] = field(default=None, metadata=rule("positive", execution=True))
+    ckpt_every: Optional[int] = field(default=None, metadata=rule("positive"))
+    seed: int = field(default=0, metadata=rule("nonnegative"))  # masks: (seed, epoch, index)
+    device: str = field(default="auto", metadata=rule(execution=True))
     amp: bool = True
-    num_workers: int = 0
-    progress: bool = True
+    num_workers: int = field(default=0, metadata=rule("nonnegative", execution=True))
+    progress: bool = field(default=True, metadata=rule(execution=True))
     betas: tuple = (0.9, 0.98)
-    compile: bool = False
-    grad_checkpointing: bool = False
-    pin_memory: bool = True
-    prefetch_factor: int = 4
-    distributed: Literal["ddp", "fsdp"] = "ddp"
-    log_every: int = 50
+    compile: bool = field(default=False, metadata=rule(execution=True))
+    grad_checkpointing: bool = field(default=False, metadata=rule(execution=True))
+    pin_memory: bool = field(default=True, metadata=rule(execution=True))
+    prefetch_factor: int = field(default=4, metadata=rule("positive", execution=True))
+    distributed: Literal["ddp", "fsdp"] = field(default="ddp", metadata=rule(
+        "choice", execution=True, choices=("ddp", "fsdp")))
+    log_every: int = field(default=50, metadata=rule("nonnegative", execution=True))
     augment: bool = False
-    aux_denoise: float = 0.0
-    paths: Union[str, tuple] = "auto"
+    aux_denoise: float = field(default=0.0, metadata=rule("nonnegative"))
+    paths: Union[str, tuple] = field(default="auto", metadata=rule(execution=True))
 
     def __post_init__(self):
         c = "TrainConfig"
         check_finite(self)
-        for name in ("lr", "batch_size", "epochs", "accum_steps", "eval_every"):
-            _check_positive(c, name, getattr(self, name))
-        _check_positive(c, "weight_decay", self.weight_decay, allow_zero=True)
-        _check_positive(c, "aux_denoise", self.aux_denoise, allow_zero=True)
-        _check_positive(c, "warmup_steps", self.warmup_steps, allow_zero=True)
-        _check_positive(c, "seed", self.seed, allow_zero=True)  # masks are drawn from (seed, epoch, index)
+        check_fields(self)  # each field's rule (its metadata)
         if self.seed > MAX_SEED:  # per-epoch seeds seed * 100003 + epoch must fit torch's int64
             raise ValueError(f"{c}.seed={self.seed} is larger than spt's largest seed {MAX_SEED} "
                              f"(2**32 - 1): give a smaller seed")
-        _check_choice(c, "schedule", self.schedule, Schedule.__args__)
-        _check_choice(c, "wd_groups", self.wd_groups, WdGroups.__args__)
-        if self.schedule_steps is not None:
-            if not isinstance(self.schedule_steps, int) or isinstance(self.schedule_steps, bool):
-                raise ValueError(f"{c}.schedule_steps must be a whole number of optimiser steps, "
-                                 f"got {self.schedule_steps!r}")
-            _check_positive(c, "schedule_steps", self.schedule_steps)
-            if self.schedule != "cosine":
-                raise ValueError(f"{c}.schedule_steps sets the length of the cosine schedule; it "
-                                 f"means nothing with schedule={self.schedule!r}: use "
-                                 f"schedule='cosine' or schedule_steps=None")
-        if not isinstance(self.plateau_patience, int) or isinstance(self.plateau_patience, bool):
-            raise ValueError(f"{c}.plateau_patience must be a whole number of validations, got "
-                             f"{self.plateau_patience!r}")
-        _check_positive(c, "plateau_patience", self.plateau_patience, allow_zero=True)
+        if self.schedule_steps is not None and self.schedule != "cosine":
+            raise ValueError(f"{c}.schedule_steps sets the length of the cosine schedule; it "
+                             f"means nothing with schedule={self.schedule!r}: use "
+                             f"schedule='cosine' or schedule_steps=None")
         if not 0.0 < self.plateau_factor < 1.0:
             raise ValueError(f"{c}.plateau_factor multiplies the lr when validation stops "
                              f"improving: it must be in (0, 1), got {self.plateau_factor!r}")
@@ -374,30 +363,17 @@ class TrainConfig:
                              f"warmup_steps >= 1 (got {self.warmup_steps})")
         if self.select is not None:
             _check_choice(c, "select", self.select, tuple(self.SELECT_METRICS))
-        if self.max_time is not None:
-            _check_positive(c, "max_time", self.max_time)
-        _check_choice(c, "distributed", self.distributed, ("ddp", "fsdp"))
         object.__setattr__(self, "paths", check_paths_spec(self.paths, f"{c}.paths"))
         pinned = {} if isinstance(self.paths, str) else dict(self.paths)
         if pinned.get("step") == "graphs" and (self.compile or self.grad_checkpointing):
             raise ValueError(f"{c}.paths pins the step to 'graphs', which captures the eager step; "
                              f"it does not combine with compile=True or grad_checkpointing=True")
-        _check_positive(c, "num_workers", self.num_workers, allow_zero=True)
-        _check_positive(c, "prefetch_factor", self.prefetch_factor)
-        _check_positive(c, "log_every", self.log_every, allow_zero=True)
-        if not isinstance(self.eval_every, int):
-            raise ValueError(f"{c}.eval_every must be a whole number of epochs, got {self.eval_every!r}")
-        for name in ("max_steps", "patience", "ckpt_every", "eval_batch_size"):
-            v = getattr(self, name)
-            if v is not None:
-                _check_positive(c, name, v)
 
 
-# TrainConfig fields that say where or how fast a run executes, never what it computes: a killed run
-# may resume with other values, and a result computed on a GPU is the same study cell on a CPU.
-EXECUTION_FIELDS = frozenset({"device", "num_workers", "progress", "pin_memory", "prefetch_factor",
-                              "distributed", "compile", "grad_checkpointing", "eval_batch_size",
-                              "log_every", "paths"})
+# TrainConfig fields that say where or how fast a run executes, never what it computes (their rule
+# says execution=True): a killed run may resume with other values, and a result computed on a GPU
+# is the same study cell on a CPU.
+EXECUTION_FIELDS = execution_fields(TrainConfig)
 
 
 def check_paths_spec(spec, where: str = "paths"):

@@ -16,7 +16,7 @@ import dataclasses
 import math
 import numbers
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, Optional
 
 Pooling = Literal["mean", "max", "last"]
 # The classifier after pooling: "mlp" Linear(d, d) -> GELU -> Linear(d, n_out); "linear" one
@@ -79,6 +79,41 @@ def check_finite(cfg) -> None:
             raise NotAWholeNumber(f"{type(cfg).__name__}.{f.name}={value!r} must be a whole "
                                   f"number (an int), got {type(value).__name__}: give e.g. "
                                   f"{f.name}={_whole(value)}")
+
+
+def rule(check: Optional[str] = None, *, execution: bool = False, choices: tuple = ()) -> dict:
+    """A config field's metadata, read by :func:`check_fields` and :func:`execution_fields`.
+
+    check     : what the value must be: "positive" (> 0), "nonnegative" (>= 0), "choice" (one of
+                `choices`), or None (the class checks it itself); None is accepted where the
+                field is Optional.
+    execution : the field says where or how fast a run executes, never what it computes: a
+                killed run may resume with another value, and it is not part of a result's
+                identity (:mod:`spt.same_run`).
+    """
+    return {"check": check, "execution": execution, "choices": tuple(choices)}
+
+
+def check_fields(cfg) -> None:
+    """Every field of `cfg` with a :func:`rule` checked by it: a ValueError naming the field."""
+    c = type(cfg).__name__
+    for f in dataclasses.fields(cfg):
+        check, value = f.metadata.get("check"), getattr(cfg, f.name)
+        if check is None or (value is None and "Optional" in str(f.type)):
+            continue
+        if check == "positive":
+            _check_positive(c, f.name, value)
+        elif check == "nonnegative":
+            _check_positive(c, f.name, value, allow_zero=True)
+        elif check == "choice":
+            _check_choice(c, f.name, value, f.metadata["choices"])
+        else:
+            raise ValueError(f"{c}.{f.name}: unknown rule {check!r}")
+
+
+def execution_fields(cls) -> frozenset:
+    """The names of `cls`'s fields whose :func:`rule` says execution=True."""
+    return frozenset(f.name for f in dataclasses.fields(cls) if f.metadata.get("execution"))
 
 
 def _whole(value) -> str:

@@ -62,3 +62,25 @@ def test_a_resume_after_the_training_data_changed_is_refused_naming_the_data(tmp
         with pytest.raises(ValueError, match=r"cannot resume .*the task's data \(split sizes or "
                                              r"examples\): saved"):
             train_from_scratch(other, model, cfg, tmp_path / "run", resume=True)
+
+
+def test_the_execution_fields_are_the_fields_whose_rule_says_so():
+    """A new execution field joins the list by its own declaration, not by a hand-kept list that a
+    forgotten entry would make split cell identities."""
+    import dataclasses
+
+    from spt.config import EXECUTION_FIELDS
+    from spt.config_base import check_fields, execution_fields, rule
+
+    assert EXECUTION_FIELDS == execution_fields(TrainConfig) == {
+        "device", "num_workers", "progress", "pin_memory", "prefetch_factor", "distributed",
+        "compile", "grad_checkpointing", "eval_batch_size", "log_every", "paths"}
+    assert EXECUTION_FIELDS <= same_run.NOT_IDENTITY
+
+    @dataclasses.dataclass(frozen=True)
+    class Later(TrainConfig):
+        threads: int = dataclasses.field(default=1, metadata=rule("positive", execution=True))
+
+    assert execution_fields(Later) == EXECUTION_FIELDS | {"threads"}
+    with pytest.raises(ValueError, match=r"Later.threads must be > 0, got 0"):
+        check_fields(Later(threads=0))
