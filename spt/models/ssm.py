@@ -44,7 +44,16 @@ import torch
 import torch.nn as nn
 from torch.utils.checkpoint import checkpoint
 
-from ..kernels import c_to_ctilde, ctilde_to_c, dplr_discrete, dplr_kernel, fft_conv, vandermonde
+from ..kernels import (
+    FFT_CONV_PATHS,
+    KERNEL_PATHS,
+    c_to_ctilde,
+    ctilde_to_c,
+    dplr_discrete,
+    dplr_kernel,
+    fft_conv,
+    vandermonde,
+)
 from ..ssm_config import SSMConfig
 from . import hippo
 from .dropout import Dropout
@@ -92,7 +101,7 @@ class _Kernel(nn.Module):
     """
 
     # implementation paths (spt.kernels.paths): the kernel function's backend
-    paths = ("torch", "triton", "ref")
+    paths = KERNEL_PATHS
     path = "torch"
 
     def __init__(self, cfg: SSMConfig, n_dir: int):
@@ -206,7 +215,7 @@ class DLRKernel(_Kernel):
     shared by the H channels, so the kernel is also one matrix product (path "gemm")."""
 
     path_kind = "dlr_kernel"
-    paths = ("torch", "triton", "ref", "gemm")
+    paths = (*KERNEL_PATHS, "gemm")  # vandermonde's own paths, and the shared-eigenvalue GEMM
 
     def __init__(self, cfg: SSMConfig, n_dir: int):
         super().__init__(cfg, n_dir)
@@ -314,7 +323,7 @@ class ConvBlock(nn.Module):
     reference) or "manual" (:mod:`spt.kernels.paths`)."""
 
     path_kind = "fft_conv"
-    paths = ("torch", "manual")
+    paths = FFT_CONV_PATHS
     path = "torch"
 
     def __init__(self, cfg, kernel_fn: Callable):

@@ -58,6 +58,19 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def forked_rng(device: torch.device):
+    """torch.random.fork_rng over the CPU generator and, on CUDA, `device`'s: the measuring draws
+    no number the run would have drawn."""
+    return torch.random.fork_rng(devices=[device] if device.type == "cuda" else [])
+
+
+def generator_copy(gen: torch.Generator) -> torch.Generator:
+    """A new generator in `gen`'s state (the run's own generator stays where it was)."""
+    g = torch.Generator(device=gen.device)
+    g.set_state(gen.get_state())
+    return g
+
+
 def _tensors(x) -> list:
     if torch.is_tensor(x):
         return [x]
@@ -186,7 +199,7 @@ def measure_module(module: torch.nn.Module, args, kwargs, device: torch.device, 
         m.eval()  # no dropout: the outputs compare
         try:
             t0 = time.perf_counter()
-            with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            with forked_rng(device):
                 results[path] = _call(m, args, kwargs, device, cfg, seed=0)
             _sync(device)
             took[path] = time.perf_counter() - t0
@@ -221,7 +234,7 @@ def measure_module(module: torch.nn.Module, args, kwargs, device: torch.device, 
     def runner(path):
         def run():
             m.path = path
-            with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            with forked_rng(device):
                 _call(m, args, kwargs, device, cfg, seed=0)
         return run
     if agree:
@@ -253,14 +266,9 @@ def measure_step(model, objective, batch: dict, cfg: TrainConfig, device: torch.
     graphs.skipped = graphs_unavailable(cfg, env) or ("" if captured else "not asked for")
     graphed = None
 
-    def objective_gen():
-        g = torch.Generator(device=gen.device)
-        g.set_state(gen.get_state())
-        return g
-
     def eager_step():
         with autocast(device, cfg):
-            loss, _ = objective.step(model, batch, objective_gen())
+            loss, _ = objective.step(model, batch, generator_copy(gen))
         (loss / cfg.accum_steps).backward()
         _zero_grads(model)
 
@@ -269,17 +277,17 @@ def measure_step(model, objective, batch: dict, cfg: TrainConfig, device: torch.
                 if p.requires_grad]
 
     try:
-        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        with forked_rng(device):
             model.train()
             torch.manual_seed(0)
             with autocast(device, cfg):
-                loss, _ = objective.step(model, batch, objective_gen())
+                loss, _ = objective.step(model, batch, generator_copy(gen))
             (loss / cfg.accum_steps).backward()
             want = ([loss.detach()], gradients())
             _zero_grads(model)
             if not graphs.skipped:
                 try:
-                    graphed = GraphedStep(model, model, objective, cfg, device, objective_gen(), env)
+                    graphed = GraphedStep(model, model, objective, cfg, device, generator_copy(gen), env)
                     torch.manual_seed(0)
                     loss_g, _ = graphed(batch)
                     graphed.prepare_step()

@@ -34,7 +34,16 @@ from ..kernels.paths import OTHERS, STEP, STEP_PATHS, candidates_of, choosers, r
 from . import distributed as D
 from . import paths_cache
 from .graphs import graphs_unavailable
-from .measure import MARGIN, Trial, measure_module, measure_step, pick, signature
+from .measure import (
+    MARGIN,
+    Trial,
+    forked_rng,
+    generator_copy,
+    measure_module,
+    measure_step,
+    pick,
+    signature,
+)
 from .passes import autocast
 
 MEASURE_SHARE = 0.03   # of a run's projected time, at most, spent measuring
@@ -119,11 +128,8 @@ def _inputs(model, objective, batch: dict, cfg: TrainConfig, device, gen) -> dic
     was = model.training
     try:
         model.eval()
-        g = torch.Generator(device=gen.device)
-        g.set_state(gen.get_state())
-        with torch.no_grad(), autocast(device, cfg), \
-                torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-            objective.step(model, batch, g)
+        with torch.no_grad(), autocast(device, cfg), forked_rng(device):
+            objective.step(model, batch, generator_copy(gen))
     finally:
         for h in hooks:
             h.remove()

@@ -13,7 +13,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ...kernels.library import RECURRENCE_PATHS  # noqa: F401  (the cores' paths: public here)
 from ..user_layers import reverse_valid
+
+# what TrainConfig.paths="auto" measures for a recurrence core: spt's form and the library
+# kernel; the loop over time ("ref") is the tests' oracle
+RECURRENCE_CANDIDATES = ("torch", "library")
 
 
 def no_weight_decay(*params: nn.Parameter, lr_scale: Optional[float] = None) -> None:

@@ -32,7 +32,15 @@ import torch.nn.functional as F
 
 from ...kernels.delta_rule import gated_delta_rule
 from ...mixer_config import gated_deltanet_heads
-from .common import GatedRMSNorm, ShortConv, both_ways, direction_count, no_weight_decay
+from .common import (
+    RECURRENCE_CANDIDATES,
+    RECURRENCE_PATHS,
+    GatedRMSNorm,
+    ShortConv,
+    both_ways,
+    direction_count,
+    no_weight_decay,
+)
 from .mamba import inverse_softplus, log_uniform_dt
 
 
@@ -51,8 +59,8 @@ class GatedDeltaNetCore(nn.Module):
     """
 
     path_kind = "gated_delta_rule"
-    paths = ("torch", "library", "ref")
-    candidates = ("torch", "library")  # the loop over time is the tests' oracle
+    paths = RECURRENCE_PATHS
+    candidates = RECURRENCE_CANDIDATES
 
     def __init__(self, d_model: int, n_heads: int, head_k: int, head_v: int, d_conv: int,
                  conv_bias: bool = False):

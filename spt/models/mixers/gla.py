@@ -25,7 +25,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ...kernels.gla import gla
-from .common import GatedRMSNorm, both_ways, direction_count
+from .common import RECURRENCE_CANDIDATES, RECURRENCE_PATHS, GatedRMSNorm, both_ways, direction_count
 
 
 class GLACore(nn.Module):
@@ -38,8 +38,8 @@ class GLACore(nn.Module):
     """
 
     path_kind = "gla"
-    paths = ("torch", "library", "ref")
-    candidates = ("torch", "library")  # the loop over time is the tests' oracle
+    paths = RECURRENCE_PATHS
+    candidates = RECURRENCE_CANDIDATES
 
     def __init__(self, d_model: int, n_heads: int, key_dim: int, value_dim: int, gate_rank: int,
                  gate_norm: float):

@@ -33,7 +33,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ...kernels.scan import linear_scan
+from ...kernels.scan import LINEAR_SCAN_PATHS, linear_scan
 from .common import both_ways, direction_count, no_weight_decay
 
 
@@ -55,7 +55,7 @@ class LRUCore(nn.Module):
     """
 
     path_kind = "linear_scan"
-    paths = ("torch", "ref")
+    paths = LINEAR_SCAN_PATHS
     candidates = ("torch",)  # no library kernel: nothing to choose
 
     def __init__(self, d_model: int, d_state: int, r_min: float, r_max: float, max_phase: float,

@@ -23,7 +23,14 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ...kernels.scan import selective_scan
-from .common import ShortConv, both_ways, direction_count, no_weight_decay
+from .common import (
+    RECURRENCE_CANDIDATES,
+    RECURRENCE_PATHS,
+    ShortConv,
+    both_ways,
+    direction_count,
+    no_weight_decay,
+)
 
 
 def inverse_softplus(y: torch.Tensor) -> torch.Tensor:
@@ -46,8 +53,8 @@ class MambaCore(nn.Module):
     """
 
     path_kind = "selective_scan"
-    paths = ("torch", "library", "ref")
-    candidates = ("torch", "library")  # the loop over time is the tests' oracle
+    paths = RECURRENCE_PATHS
+    candidates = RECURRENCE_CANDIDATES
 
     def __init__(self, inner: int, d_state: int, d_conv: int, dt_rank: int, dt_min: float,
                  dt_max: float):
