@@ -31,11 +31,13 @@ from __future__ import annotations
 import argparse
 import csv
 import itertools
+import os
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+from unittest import mock
 
 import torch
 
@@ -182,7 +184,8 @@ def main(argv=None) -> list[dict]:
           f"{'overhead s':>11}{'= steps':>8}  best fixed; auto")
     out = []
     for label, model, objective, batch, cfg in rows:
-        with tempfile.TemporaryDirectory() as cache, _env("SPT_PATHS_CACHE", cache), tuning():
+        with tempfile.TemporaryDirectory() as cache, \
+                mock.patch.dict(os.environ, {"SPT_PATHS_CACHE": cache}), tuning():
             chosen = choose(model, objective, batch, replace(cfg, paths="auto"), device,
                             torch.Generator(device=device).manual_seed(0), total_steps=None)
         fixed = fixed_assignments(model, objective, batch, cfg, device)
@@ -226,25 +229,6 @@ def main(argv=None) -> list[dict]:
 
 def candidates_of_kind(model, kind: str) -> tuple:
     return next(candidates_of(m) for m in choosers(model).values() if m.path_kind == kind)
-
-
-class _env:
-    """Set an environment variable for a block."""
-
-    def __init__(self, name: str, value: str):
-        self.name, self.value = name, value
-
-    def __enter__(self):
-        import os
-        self.old = os.environ.get(self.name)
-        os.environ[self.name] = self.value
-
-    def __exit__(self, *exc):
-        import os
-        if self.old is None:
-            os.environ.pop(self.name, None)
-        else:
-            os.environ[self.name] = self.old
 
 
 if __name__ == "__main__":

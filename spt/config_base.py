@@ -13,6 +13,7 @@ This module imports nothing of spt's; :mod:`spt.config` and the model config mod
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import numbers
 from dataclasses import dataclass
@@ -45,18 +46,12 @@ class NotAWholeNumber(TypeError, ValueError):
     ValueError for the code that checks a config's values)."""
 
 
+@functools.lru_cache(maxsize=None)
 def _int_fields(cls) -> frozenset:
     """The names of `cls`'s fields annotated ``int`` or ``Optional[int]`` (the annotations are
     strings here: ``from __future__ import annotations``)."""
-    found = _INT_FIELDS.get(cls)
-    if found is None:
-        found = frozenset(f.name for f in dataclasses.fields(cls)
-                          if str(f.type).replace(" ", "") in ("int", "Optional[int]", "int|None"))
-        _INT_FIELDS[cls] = found
-    return found
-
-
-_INT_FIELDS: dict = {}
+    return frozenset(f.name for f in dataclasses.fields(cls)
+                     if str(f.type).replace(" ", "") in ("int", "Optional[int]", "int|None"))
 
 
 def check_finite(cfg) -> None:

@@ -204,7 +204,7 @@ class Arm(Job):
 
     def cell_config(self, ref: TaskRef, seed: int) -> dict:
         out = {"task": ref.to_dict(), "arm": self.to_dict(), "seed": int(seed)}
-        if self.is_spt and _is_pair(ref):
+        if self.is_spt and is_pair_task(ref):
             # pretraining reads both documents of batch_size pairs a step (2 x batch_size
             # documents, as the authors' AAN collate): results from one document per batch item
             # were another computation
@@ -216,7 +216,7 @@ class Arm(Job):
         return run_arm(task, self, seed, run_dir)
 
 
-def _is_pair(ref) -> bool:
+def is_pair_task(ref) -> bool:
     """Whether the task `ref` names is a pair task (both documents of an example: Retrieval)."""
     from ...data.registry import TASKS
     source = TASKS.get(getattr(ref, "name", None))

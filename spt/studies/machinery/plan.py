@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 from ...train.optim import lr_factor
+from .arms import is_pair_task
 from .stages import StageView
 
 # where the plan reads the lr (fractions of the step cap)
@@ -87,10 +88,9 @@ def plan_stage(study: str, coords: dict, view: StageView, examples: dict,
                seeds: int = 1, smoke: bool = False) -> StagePlan:
     """The StagePlan of one stage given its split sizes (smoke: a stage of a smoke preset, whose
     warmup is not expected to end)."""
-    from .arms import _is_pair
     cfg = view.train
     # a pair task's pretraining reads documents, both of each pair: the plan counts what it reads
-    group = 2 if view.stage == "pretrain" and _is_pair(view.task) else 1
+    group = 2 if view.stage == "pretrain" and is_pair_task(view.task) else 1
     examples = {k: group * int(v) for k, v in examples.items()}
     n = int(examples.get("train", 0))
     batch = cfg.batch_size
