@@ -11,7 +11,8 @@ from spt.kernels import HAS_TRITON, dplr_kernel_ref, interpreting, set_paths
 from spt.model_config import model_config_from_dict, model_config_to_dict
 from spt.models import hippo
 from spt.models.model import build_layers
-from spt.models.ssm import S4Kernel, SSMEncoder
+from spt.models.ssm import SSMEncoder
+from spt.models.ssm_kernels import S4Kernel
 from spt.paper import SSM_ROWS, ssm_row
 from spt.ssm_config import SSMConfig
 from spt.train.optim import param_groups
@@ -273,7 +274,7 @@ def test_presets_follow_table5():
 
 # ---------------------------------------------------------------- the final S4's layer options
 def test_n_ssm_shares_a_and_b_across_channels_as_the_s4_code_does():
-    from spt.models.ssm import S4Kernel
+    from spt.models.ssm_kernels import S4Kernel
     torch.manual_seed(0)
     cfg = SSMConfig(kind="s4", d_model=6, d_state=8, n_ssm=2, max_len=16, init="random_ssm")
     k = S4Kernel(cfg, 2)

@@ -36,14 +36,14 @@ The files follow the formats' own conventions, not what our readers happen to ac
   problems share their inputs, as in the archive.
 
 Every task folder gets ``spt_generated.json`` (:data:`GENERATED_MARK`), so ``spt data info``
-reports it as generated data. Output is deterministic given ``seed``; about 3 MB in all.
+reports it as generated data. Output is deterministic given ``seed``; about 3 MB in all. The
+file formats themselves (PNG, parquet with the hub's schema, WAV, .ts) and the filler text are
+written by :mod:`spt.data.fixture_formats`.
 """
 from __future__ import annotations
 
-import io
 import json
 import random
-import wave
 import zlib
 from pathlib import Path
 from typing import Callable, Iterable, Optional
@@ -51,6 +51,7 @@ from typing import Callable, Iterable, Optional
 import numpy as np
 
 from ..atomic import atomic_dir
+from .fixture_formats import hub_schema, png_bytes, prose, ts_text, write_parquet, write_wav
 from .generated import GENERATED_MARK
 from .registry import TASK_DIRS
 
@@ -70,13 +71,6 @@ PATHFINDER_IMAGES = 20          # per resolution: 16 / 2 / 2 after the 80/10/10 
 BIDMC_STEPS, BIDMC_RATE = 4000, 125   # 32 s of PPG + ECG at 125 Hz
 BIDMC_TARGETS = {"HR": (60.0, 120.0), "RR": (8.0, 30.0), "SpO2": (88.0, 100.0)}
 
-_WORDS = ("the model results show that we propose a method for parsing translation corpus "
-          "sentence language data training evaluation baseline features grammar semantic "
-          "annotation word alignment lexical dependency tree approach system performance "
-          "film movie story acting plot director scene character ending great awful boring "
-          "brilliant funny script camera music cast").split()
-_EXTRAS = ("café", "naïve", "Pokémon", "déjà vu", "—", "…", "Zoë", "🎬", "it's", "don't",
-           '"so"')
 
 
 # ----------------------------------------------------------------------------------- helpers
@@ -84,56 +78,6 @@ _EXTRAS = ("café", "naïve", "Pokémon", "déjà vu", "—", "…", "Zoë", "�
 def _rng(seed: int, name: str) -> np.random.Generator:
     """A generator per (seed, task), so one task's fixture does not depend on the others."""
     return np.random.default_rng([seed, zlib.crc32(name.encode())])
-
-
-def _prose(rng: np.random.Generator, n_bytes: int, extras: bool = True,
-           paragraph: str = "") -> str:
-    """English-looking text of at least n_bytes UTF-8 bytes: sentences, `paragraph` between
-    every few of them; with `extras`, now and then a multi-byte character, apostrophe or quote."""
-    parts, size = [], 0
-    while size < n_bytes:
-        words = [_WORDS[i] for i in rng.integers(0, len(_WORDS), int(rng.integers(6, 16)))]
-        u = rng.random(4)
-        if extras and u[0] < 0.3:
-            words.insert(int(u[1] * len(words)), _EXTRAS[int(u[2] * len(_EXTRAS))])
-        sentence = " ".join(words).capitalize() + "..!?"[int(u[3] * 4)] + " "
-        if paragraph and u[3] < 0.15:
-            sentence += paragraph
-        parts.append(sentence)
-        size += len(sentence.encode("utf-8"))
-    return "".join(parts).strip()
-
-
-def _png(array: np.ndarray) -> bytes:
-    from PIL import Image
-
-    buf = io.BytesIO()
-    Image.fromarray(array).save(buf, format="PNG")
-    return buf.getvalue()
-
-
-def _parquet(path: Path, table) -> None:
-    import pyarrow.parquet as pq
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, path)
-
-
-def _hub_schema(fields: list, features: dict):
-    """An arrow schema carrying the ``huggingface`` features metadata the hub's files have."""
-    import pyarrow as pa
-
-    meta = {"info": {"features": features}}
-    return pa.schema(fields, metadata={b"huggingface": json.dumps(meta).encode()})
-
-
-def _wav(path: Path, samples: np.ndarray) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with wave.open(str(path), "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(16000)
-        w.writeframes(np.asarray(samples, "<i2").tobytes())
 
 
 # ----------------------------------------------------------------------------------- writers
@@ -169,7 +113,7 @@ def _write_retrieval(out: Path, seed: int) -> dict:
                 # the release stores each document as a Python bytes literal b'...' (b"..." when
                 # it holds a ' and no "; newlines, tabs and non-ASCII bytes escaped), at least as
                 # long as the text's bytes; half the documents are plain ASCII
-                text = _prose(rng, length, extras=(n + k) % 2 == 1, paragraph="\n")
+                text = prose(rng, length, extras=(n + k) % 2 == 1, paragraph="\n")
                 docs.append(repr(text.encode("utf-8")))
             ids = (f"P{10 + n % 5:02d}-{1001 + n}", f"W{11 + n % 3:02d}-{2001 + n}")
             lines.append("\t".join([str(label), *ids, *docs]) + "\n")
@@ -184,23 +128,23 @@ def _write_text(out: Path, seed: int) -> dict:
     import pyarrow as pa
 
     rng = _rng(seed, "text")
-    schema = _hub_schema([pa.field("text", pa.string()), pa.field("label", pa.int64())],
-                         {"text": {"dtype": "string", "_type": "Value"},
-                          "label": {"names": ["neg", "pos"], "_type": "ClassLabel"}})
+    schema = hub_schema([pa.field("text", pa.string()), pa.field("label", pa.int64())],
+                        {"text": {"dtype": "string", "_type": "Value"},
+                         "label": {"names": ["neg", "pos"], "_type": "ClassLabel"}})
     # every training review is longer than 4,096 bytes (the held-out val draws from them); the
     # test split mixes long and short ones
     plan = {"train": [int(rng.integers(4200, 7000)) for _ in range(10)],
             "test": [6500, 300, 4400, 1500]}
     counts = {}
     for split, lengths in plan.items():
-        texts = [_prose(rng, n, paragraph="<br /><br />") for n in lengths]
+        texts = [prose(rng, n, paragraph="<br /><br />") for n in lengths]
         if split == "train":  # a 2-byte character cut in half by the 4,096-byte truncation
             head = texts[0].encode("utf-8")[:4095].decode("utf-8", "ignore")
             pad = " " * (4095 - len(head.encode("utf-8")))
             texts[0] = head + pad + "é" + texts[0][len(head):]
         labels = [i % 2 for i in range(len(texts))]
-        _parquet(out / "plain_text" / f"{split}-00000-of-00001.parquet",
-                 pa.table({"text": texts, "label": labels}, schema=schema))
+        write_parquet(out / "plain_text" / f"{split}-00000-of-00001.parquet",
+                      pa.table({"text": texts, "label": labels}, schema=schema))
         counts[split] = len(texts)
     return counts
 
@@ -221,15 +165,15 @@ def _write_cifar(out: Path, seed: int) -> dict:
 
     rng = _rng(seed, "cifar10")
     img_type = pa.struct([pa.field("bytes", pa.binary()), pa.field("path", pa.string())])
-    schema = _hub_schema([pa.field("img", img_type), pa.field("label", pa.int64())],
-                         {"img": {"_type": "Image"},
-                          "label": {"names": list(CIFAR_CLASSES), "_type": "ClassLabel"}})
+    schema = hub_schema([pa.field("img", img_type), pa.field("label", pa.int64())],
+                        {"img": {"_type": "Image"},
+                         "label": {"names": list(CIFAR_CLASSES), "_type": "ClassLabel"}})
     plan = {"train": list(range(10)), "test": [int(v) for v in rng.integers(0, 10, 4)]}
     counts = {}
     for split, labels in plan.items():
-        imgs = [{"bytes": _png(_cifar_image(rng, y)), "path": None} for y in labels]
-        _parquet(out / "plain_text" / f"{split}-00000-of-00001.parquet",
-                 pa.table({"img": imgs, "label": labels}, schema=schema))
+        imgs = [{"bytes": png_bytes(_cifar_image(rng, y)), "path": None} for y in labels]
+        write_parquet(out / "plain_text" / f"{split}-00000-of-00001.parquet",
+                      pa.table({"img": imgs, "label": labels}, schema=schema))
         counts[split] = len(labels)
     return counts
 
@@ -292,12 +236,12 @@ def _write_speech(out: Path, seed: int) -> dict:
                      ("visual", f"{speakers[7]}_nohash_2.wav", 9000)]
     for rows in clips.values():
         for word, name, n in rows:
-            _wav(out / word / name, _clip(rng, n, 150 + 10 * SPEECH_WORDS.index(word)))
+            write_wav(out / word / name, _clip(rng, n, 150 + 10 * SPEECH_WORDS.index(word)))
     # the split lists of the release: word/file.wav, one per line, no trailing newline
     (out / "validation_list.txt").write_text("\n".join(f"{w}/{f}" for w, f, _ in clips["val"]))
     (out / "testing_list.txt").write_text("\n".join(f"{w}/{f}" for w, f, _ in clips["test"]))
     noise = np.clip(rng.normal(0, 3000, 8000), -32768, 32767).astype(np.int16)
-    _wav(out / "_background_noise_" / "white_noise.wav", noise)
+    write_wav(out / "_background_noise_" / "white_noise.wav", noise)
     (out / "_background_noise_" / "README.md").write_text(
         "Longer clips of background noise (here: a short stand-in), not examples.\n")
     (out / "LICENSE").write_text("Creative Commons BY 4.0 (the data set's licence).\n")
@@ -319,18 +263,6 @@ def _bidmc_inputs(rng: np.random.Generator, n: int) -> np.ndarray:
     return out
 
 
-def _ts_text(name: str, x: np.ndarray, y: np.ndarray) -> str:
-    """A Monash TSER regression .ts file: x (N, L, C), y (N,)."""
-    head = [f"#{name}: a generated stand-in for the BIDMC32 windows (PPG, ECG at 125 Hz); "
-            "not real data.",
-            f"@problemName {name}", "@timeStamps false", "@missing false", "@univariate false",
-            f"@dimensions {x.shape[2]}", "@equalLength true", f"@seriesLength {x.shape[1]}",
-            "@targetlabel true", "@data"]
-    rows = [":".join(",".join(f"{v:.4f}" for v in x[i, :, c]) for c in range(x.shape[2]))
-            + f":{y[i]:.2f}" for i in range(len(x))]
-    return "\n".join(head + rows) + "\n"
-
-
 def _write_bidmc(out: Path, seed: int) -> dict:
     rng = _rng(seed, "bidmc")
     sizes = {"TRAIN": 7, "TEST": 2}  # 7 training windows leave one for the held-out val
@@ -339,7 +271,7 @@ def _write_bidmc(out: Path, seed: int) -> dict:
         for split, n in sizes.items():
             y = rng.uniform(lo, hi, n)
             name = f"BIDMC32{target}"
-            (out / f"{name}_{split}.ts").write_text(_ts_text(name, inputs[split], y))
+            (out / f"{name}_{split}.ts").write_text(ts_text(name, inputs[split], y))
     return {s.lower(): n for s, n in sizes.items()}
 
 

@@ -117,15 +117,13 @@ def _read_list(path: Path, data_dir: Path) -> set[str]:
     return entries
 
 
-def load_speech(root, folder: Optional[Path] = None, standardise: str = "position") -> Task:
-    """Speech Commands v0.02, official splits; inputs (16000, 1) float, 35 classes.
+def _find_clips(root, data_dir: Path) -> tuple[dict, list[Path]]:
+    """The clips of `data_dir` by official split, and the source files the cache depends on.
 
-    standardise : "position" (the authors' code: each time position with the training clips'
-                  mean / std there) or "global" (one mean / std over all training samples).
+    returns ({"train" | "val" | "test": [(wav path, label index in WORDS)]}, [split lists and
+    word folders]). A missing folder or split list, a listed clip that is missing, or a folder
+    that is not one of the 35 words raises DataMissingError / DataFormatError.
     """
-    if standardise not in STANDARDISE:
-        raise ValueError(f"standardise must be one of {STANDARDISE}, got {standardise!r}")
-    data_dir = Path(folder) if folder is not None else Path(root) / SPEECH_DIR
     if not data_dir.is_dir():
         raise DataMissingError(f"Speech Commands folder {data_dir} not found. Run `spt data "
                                f"prepare speech --root {root}`.")
@@ -145,32 +143,54 @@ def load_speech(root, folder: Optional[Path] = None, standardise: str = "positio
             split = "val" if rel in val else "test" if rel in test else "train"
             clips[split].append((f, WORDS.index(p.name)))
     sources = [data_dir / "validation_list.txt", data_dir / "testing_list.txt"] + folders
+    return clips, sources
 
-    def build(w):
-        from tqdm.auto import tqdm
 
-        order = clips["train"] + clips["val"] + clips["test"]
-        x = w.array("audio", (len(order), SAMPLE_RATE, 1), np.int16)
-        for i, (f, _) in enumerate(tqdm(order, desc="decoding speech commands", mininterval=2.0)):
-            s = read_wav(f)
-            x[i, :len(s), 0] = s
-            x[i, len(s):, 0] = 0
-        w.put("labels", np.asarray([y for _, y in order], np.int64))
-        stats = waveform_stats(x, len(clips["train"]))
-        w.put("position_mean", stats.pop("position_mean"))
-        w.put("position_std", stats.pop("position_std"))
-        return {"counts": {k: len(v) for k, v in clips.items()}, "stats": stats}
+def _decode_clips(w, clips: dict) -> dict:
+    """Fill the cache writer `w`: "audio" (N, 16000, 1) int16 (train, val, test clips in order,
+    zero-padded to one second), "labels" (N,) int64, and the training clips' per-position
+    "position_mean" / "position_std" (16000,); returns the split counts and the global stats."""
+    from tqdm.auto import tqdm
 
-    arrays, extra = cached_arrays(data_dir, "speech", FORMAT_VERSION, sources, build)
-    c = extra["counts"]
-    bounds = np.cumsum([0, c["train"], c["val"], c["test"]])
+    order = clips["train"] + clips["val"] + clips["test"]
+    x = w.array("audio", (len(order), SAMPLE_RATE, 1), np.int16)
+    for i, (f, _) in enumerate(tqdm(order, desc="decoding speech commands", mininterval=2.0)):
+        s = read_wav(f)
+        x[i, :len(s), 0] = s
+        x[i, len(s):, 0] = 0
+    w.put("labels", np.asarray([y for _, y in order], np.int64))
+    stats = waveform_stats(x, len(clips["train"]))
+    w.put("position_mean", stats.pop("position_mean"))
+    w.put("position_std", stats.pop("position_std"))
+    return {"counts": {k: len(v) for k, v in clips.items()}, "stats": stats}
+
+
+def _shift_scale(arrays: dict, extra: dict, standardise: str):
+    """ArrayDataset's (shift, scale) for int16 samples s: (s - shift) / scale equals
+    (s / 32768 - mean) / (std + eps). "position": (16000, 1) arrays; "global": floats."""
     if standardise == "position":
         mean = np.asarray(arrays["position_mean"])[:, None]
         std = np.asarray(arrays["position_std"])[:, None]
     else:
         mean, std = extra["stats"]["mean"], extra["stats"]["std"]
-    # (s / 32768 - mean) / (std + eps) on int16 samples s, as ArrayDataset's (s - shift) / scale
-    shift, scale = FULL_SCALE * mean, FULL_SCALE * (std + EPS)
+    return FULL_SCALE * mean, FULL_SCALE * (std + EPS)
+
+
+def load_speech(root, folder: Optional[Path] = None, standardise: str = "position") -> Task:
+    """Speech Commands v0.02, official splits; inputs (16000, 1) float, 35 classes.
+
+    standardise : "position" (the authors' code: each time position with the training clips'
+                  mean / std there) or "global" (one mean / std over all training samples).
+    """
+    if standardise not in STANDARDISE:
+        raise ValueError(f"standardise must be one of {STANDARDISE}, got {standardise!r}")
+    data_dir = Path(folder) if folder is not None else Path(root) / SPEECH_DIR
+    clips, sources = _find_clips(root, data_dir)
+    arrays, extra = cached_arrays(data_dir, "speech", FORMAT_VERSION, sources,
+                                  lambda w: _decode_clips(w, clips))
+    c = extra["counts"]
+    bounds = np.cumsum([0, c["train"], c["val"], c["test"]])
+    shift, scale = _shift_scale(arrays, extra, standardise)
     ds = [ArrayDataset(arrays["audio"], arrays["labels"], shift, scale,
                        np.arange(bounds[i], bounds[i + 1])) for i in range(3)]
     spec = TaskSpec(name="speech", seq_len=SAMPLE_RATE, num_classes=len(WORDS), d_input=1,

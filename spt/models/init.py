@@ -20,8 +20,8 @@ What "the parameter value" means:
   dtype gets the same: it is reset through its real view. (``torch.nn.init.normal_`` on a complex
   tensor would give each part std^2 / 2; we do not use it, so that the distribution does not depend
   on how a layer stores its complex numbers.)
-* S4's ``C`` stores C-tilde (what S4 learns, see :class:`spt.models.ssm.S4Kernel`): it is reset
-  directly, with no C -> C-tilde conversion, as in the authors' code.
+* S4's ``C`` stores C-tilde (what S4 learns, see :class:`spt.models.ssm_kernels.S4Kernel`): it is
+  reset directly, with no C -> C-tilde conversion, as in the authors' code.
 * Parameters with ``requires_grad=False`` are reset too; a parameter shared by two modules is
   reset once.
 

@@ -51,6 +51,18 @@ class KernelExplorer(Explorer):
             raise ValueError(f"explore_kernels: quantiles must be 3 increasing values in [0, 1] "
                              f"(low, middle, high), got {quantiles}")
         tasks = values(ds, "task")
+        self._add_widgets(ds, tasks)
+        self._add_lines(ds.lag.values)
+        self._task = tasks[0]
+        w = self.widgets
+        self._finish([[w["task"], w["model"], w["layer"]],
+                      [w["pretrained"], w["baseline"], w["stat"]] + ([w["erf"]] if "erf" in w else []),
+                      [w["yscale"], w["xscale"], w["rows"], w["period"]]])
+
+    def _add_widgets(self, ds, tasks: list) -> None:
+        """The controls, into ``self.widgets``: task, model, layer, pretrained, baseline, stat
+        ("max", "quantiles" with channels, "mean" too with ERF profiles), yscale, xscale, rows,
+        period (the first task's row period), and "erf" with ERF profiles."""
         models = values(ds, "model")
         layers = [int(v) for v in ds.layer.values]
         has_base = "baseline" in ds.data_vars
@@ -77,8 +89,15 @@ class KernelExplorer(Explorer):
         w["rows"] = W.Checkbox(value=p0 > 0, description="image rows every", indent=False)
         w["period"] = W.BoundedIntText(value=p0 or 32, min=1, max=int(ds.sizes["lag"]),
                                        description="lags", layout=W.Layout(width="150px"))
+        if self.erf is not None:
+            w["erf"] = W.Checkbox(value=True, description="ERF (each curve: sum 1 over lags >= 1)",
+                                  indent=False)
+
+    def _add_lines(self, lags: np.ndarray) -> None:
+        """The axes and their artists over `lags` (n_lag,): the kernel lines of ``self.lines``
+        (with their _lo / _hi quantile lines, and the ERF lines with ERF profiles), the row
+        markers ``self.rows``, the x label and the legend."""
         self.ax = self.fig.subplots()
-        lags = ds.lag.values
         for name, color in (("pretrained", PT_COLOR), ("baseline", BASE_COLOR)):
             ls = "-" if name == "pretrained" else "--"
             label = "PT (self-pretrained)" if name == "pretrained" else "Baseline (HiPPO init)"
@@ -88,8 +107,6 @@ class KernelExplorer(Explorer):
                 self.lines[f"{name}_{side}"], = self.ax.plot(lags, np.ones_like(lags, float), ls,
                                                              color=color, lw=0.6, alpha=0.6)
         if self.erf is not None:
-            w["erf"] = W.Checkbox(value=True, description="ERF (each curve: sum 1 over lags >= 1)",
-                                  indent=False)
             for name, color in (("pretrained", PT_COLOR), ("baseline", BASE_COLOR)):
                 label = "ERF (PT)" if name == "pretrained" else "ERF (init)"
                 self.lines[f"erf_{name}"], = self.ax.plot(lags, np.ones_like(lags, float), ":",
@@ -99,10 +116,6 @@ class KernelExplorer(Explorer):
                                    color="0.6", lw=0.5, zorder=0)
         self.ax.set_xlabel("lag (positions apart)")
         self.ax.legend(fontsize=8, loc="upper right")
-        self._task = tasks[0]
-        self._finish([[w["task"], w["model"], w["layer"]],
-                      [w["pretrained"], w["baseline"], w["stat"]] + ([w["erf"]] if "erf" in w else []),
-                      [w["yscale"], w["xscale"], w["rows"], w["period"]]])
 
     def _erf_of(self, name: str, task, model, layer: int):
         """(lags, ERF) of the selected task / model / layer for the kernel line `name`
@@ -123,6 +136,7 @@ class KernelExplorer(Explorer):
         return da.lag.values, da.values
 
     def update(self) -> None:
+        """Redraw for the current widget values (a new task first takes its own row period)."""
         w, ds = self.widgets, self.data
         task, model, layer = w["task"].value, w["model"].value, w["layer"].value
         if task != self._task:  # a new task: its own row period
@@ -132,42 +146,58 @@ class KernelExplorer(Explorer):
             if p:
                 w["period"].value = p
         stat = w["stat"].value
-        quant = stat == "quantiles"
-        lo, mid, hi = self.quantiles
         erf_on = self.erf is not None and w["erf"].value
         notes = []
+        for name in ("pretrained", "baseline"):
+            notes += self._draw_kernel(name, task, model, layer, stat, erf_on)
+        self._draw_frame(task, model, layer, stat, erf_on)
+        self.status.value = "; ".join(notes)
+        self.host.redraw()
 
-        def curve(name, q):
+    def _draw_kernel(self, name: str, task, model, layer: int, stat: str, erf_on: bool) -> list:
+        """Set the lines of kernel `name` ("pretrained" or "baseline"): its curve for `stat`
+        ("max", "mean" or "quantiles": median and the _lo / _hi lines), its ERF line, each shown
+        or hidden; with `erf_on` the curves and the ERF scaled to sum 1 over the lags 1..n-1 they
+        share. Returns the notes for the status line (an ERF that is missing)."""
+        ds, w, notes = self.data, self.widgets, []
+        quant = stat == "quantiles"
+        lo, mid, hi = self.quantiles
+
+        def curve(q):
             if q == "mean":
                 return kernel_mean(ds, name, task, model, layer)
             return kernel_curve(ds, name, task, model, layer, q)
 
-        for name in ("pretrained", "baseline"):
-            show = w[name].value and name in ds.data_vars
-            main = self.lines[name]
-            main.set_visible(show)
-            self.lines[f"{name}_lo"].set_visible(show and quant)
-            self.lines[f"{name}_hi"].set_visible(show and quant)
-            erf = self._erf_of(name, task, model, layer) if erf_on and show else None
-            if isinstance(erf, str):
-                notes.append(erf)
-                erf = None
-            if self.erf is not None:
-                self.lines[f"erf_{name}"].set_visible(erf is not None)
-            if not show:
-                continue
-            k = curve(name, mid if quant else stat)
-            scale = 1.0
-            if erf_on:  # both curves scaled to sum 1 over the lags 1..n-1 they share
-                n = len(k) if erf is None else min(len(k), len(erf[1]))
-                scale = float(np.sum(k[1:n])) or 1.0
-                if erf is not None:
-                    self.lines[f"erf_{name}"].set_data(erf[0], normalised(erf[1], 1, n))
-            main.set_ydata(k / scale)
-            if quant:
-                self.lines[f"{name}_lo"].set_ydata(curve(name, lo) / scale)
-                self.lines[f"{name}_hi"].set_ydata(curve(name, hi) / scale)
-        lag_max = float(ds.lag.values[-1])
+        show = w[name].value and name in ds.data_vars
+        main = self.lines[name]
+        main.set_visible(show)
+        self.lines[f"{name}_lo"].set_visible(show and quant)
+        self.lines[f"{name}_hi"].set_visible(show and quant)
+        erf = self._erf_of(name, task, model, layer) if erf_on and show else None
+        if isinstance(erf, str):
+            notes.append(erf)
+            erf = None
+        if self.erf is not None:
+            self.lines[f"erf_{name}"].set_visible(erf is not None)
+        if not show:
+            return notes
+        k = curve(mid if quant else stat)
+        scale = 1.0
+        if erf_on:  # both curves scaled to sum 1 over the lags 1..n-1 they share
+            n = len(k) if erf is None else min(len(k), len(erf[1]))
+            scale = float(np.sum(k[1:n])) or 1.0
+            if erf is not None:
+                self.lines[f"erf_{name}"].set_data(erf[0], normalised(erf[1], 1, n))
+        main.set_ydata(k / scale)
+        if quant:
+            self.lines[f"{name}_lo"].set_ydata(curve(lo) / scale)
+            self.lines[f"{name}_hi"].set_ydata(curve(hi) / scale)
+        return notes
+
+    def _draw_frame(self, task, model, layer: int, stat: str, erf_on: bool) -> None:
+        """The row markers, the axis scales and limits, the y label and the title."""
+        w = self.widgets
+        lag_max = float(self.data.lag.values[-1])
         p = w["period"].value
         xs = np.arange(p, lag_max + 1, p) if w["rows"].value else []
         self.rows.set_segments([[(x, 0), (x, 1)] for x in xs])
@@ -175,6 +205,7 @@ class KernelExplorer(Explorer):
         self.ax.set_xscale(w["xscale"].value)
         self.ax.relim(visible_only=True)
         self.ax.autoscale_view()
+        lo, _, hi = self.quantiles
         what = {"max": "K_max = max over channels of |K|",
                 "mean": "mean over channels of |K|",
                 "quantiles": f"median of |K| over channels (thin: q{lo:g}, q{hi:g})"}[stat]
@@ -182,9 +213,6 @@ class KernelExplorer(Explorer):
             what += "; dotted: ERF"
         self.ax.set_ylabel("|K|, ERF (sum 1 over lags >= 1)" if erf_on else "|K|")
         self.ax.set_title(f"{task} / {model}: layer {layer} - {what}", fontsize=10)
-        self.status.value = "; ".join(notes)
-        self.host.redraw()
-
 
 def explore_kernels(kernels=None, *, L: Optional[int] = None, period: Optional[int] = None,
                     quantiles: Sequence[float] = (0.1, 0.5, 0.9), erf=None,
