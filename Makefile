@@ -85,7 +85,7 @@ docs: install
 	@echo "wrote build/site/index.html"
 
 # the dry run of every cell of every study's paper preset, on full-length fixtures in the official
-# formats (two optimiser steps per stage at batch 2: spt.studies.machinery.check.TIMED_STEPS); CHECK_DEVICE=cuda on a GPU node
+# formats (two optimiser steps per stage at batch 2: spt.studies.commands.check.TIMED_STEPS); CHECK_DEVICE=cuda on a GPU node
 FIXTURES ?= $(RESULTS)/fixtures
 CHECK_DEVICE ?= auto
 check-paper: install

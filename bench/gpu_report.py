@@ -266,7 +266,7 @@ def section_check(out: Path, smoke: bool, until: float) -> int:
     import torch
 
     from spt.studies import STUDIES
-    from spt.studies.machinery.check import check
+    from spt.studies.commands.check import check
 
     device = "cuda" if torch.cuda.is_available() and not smoke else "cpu"
     only = None

@@ -88,7 +88,7 @@ def main(argv=None) -> int:
         # an interrupted notebook client leaves an asyncio task whose error asyncio would log,
         # traceback and all, when the task is collected at exit
         logging.getLogger("asyncio").setLevel(logging.CRITICAL)
-        from .studies.machinery.output import said
+        from .studies.commands.output import said
         if not said["interrupted"]:  # a study notebook's own line says it, with what is done
             print("spt: interrupted; what was finished is kept (results, checkpoints); rerun the "
                   "same command to resume", file=sys.stderr)

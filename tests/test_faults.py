@@ -495,7 +495,7 @@ def test_device_cuda_without_cuda_is_refused_before_a_kernel_starts(tmp_path, ca
 def test_plain_papermill_stops_at_the_first_cell_naming_the_parameter(params, says, tmp_path):
     import papermill as pm
 
-    from spt.studies.machinery.runner import study_notebook
+    from spt.studies.commands.runner import study_notebook
     out = tmp_path / "out.ipynb"
     with pytest.raises(pm.PapermillExecutionError) as err:
         pm.execute_notebook(str(study_notebook("00_quickstart")), str(out),

@@ -13,7 +13,7 @@ import pytest
 import spt
 from spt.cli import main
 from spt.studies.cli import missing_package_message
-from spt.studies.machinery import notebooks as nbs
+from spt.studies.commands import notebooks as nbs
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -66,7 +66,7 @@ def test_study_finds_the_installed_notebooks_without_a_checkout(tmp_path, monkey
 
 
 def test_a_missing_study_package_says_what_to_install(monkeypatch, capsys):
-    from spt.studies.machinery import runner
+    from spt.studies.commands import runner
 
     def no_papermill(*a, **k):
         raise ModuleNotFoundError("No module named 'papermill'", name="papermill")

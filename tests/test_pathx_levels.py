@@ -18,8 +18,8 @@ from spt.data.registry import load_task
 from spt.data.task import TaskSpec
 from spt.models.model import pretraining_model
 from spt.studies import transformers_vs_s4
+from spt.studies.commands.check import DryRun
 from spt.studies.machinery.arms import run_arm
-from spt.studies.machinery.check import DryRun
 from spt.train.objectives import Denoising
 
 

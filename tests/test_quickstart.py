@@ -58,7 +58,7 @@ def test_notebook_defaults_are_the_laptop_preset():
     """`make demo` runs the notebook with its defaults: they must be quickstart.LAPTOP's."""
     import dataclasses
 
-    from spt.studies.machinery.runner import notebook_parameters
+    from spt.studies.commands.runner import notebook_parameters
     from spt.studies.quickstart import LAPTOP
 
     params = notebook_parameters(NOTEBOOK)
@@ -76,7 +76,7 @@ def test_pretrain_val_all_is_an_int_the_parameter_check_takes(monkeypatch):
     import dataclasses
 
     from spt.studies import quickstart
-    from spt.studies.machinery.parameters import check_parameters
+    from spt.studies.commands.parameters import check_parameters
 
     check_parameters(NOTEBOOK, {"pretrain_val": 0})
     monkeypatch.setitem(quickstart.SETUPS, "laptop",
@@ -209,7 +209,7 @@ def test_make_demo_runs_the_demo_preset_and_its_parameters_reach_the_notebooks_s
     from papermill.parameterize import parameterize_notebook
 
     from spt.studies import quickstart
-    from spt.studies.machinery.runner import preset_parameters
+    from spt.studies.commands.runner import preset_parameters
 
     recipe = (ROOT / "Makefile").read_text().split("\ndemo:", 1)[1].split("\n\n", 1)[0]
     assert "spt study run 00_quickstart --preset demo" in recipe

@@ -111,50 +111,100 @@ def test_the_registry_holds_every_study_once():
         study("99_nothing")
 
 
-# The studies floor: spt/studies/machinery/ at the bottom, the study modules (spt/studies/*.py that
-# define a STUDY) on one floor above it, and the modules that know every study (the registry, the
-# CLI, the laptop results tables, the package itself) on top.
-STUDIES_TOP = {"spt.studies", "spt.studies.registry", "spt.studies.cli",
-               "spt.studies.laptop_results"}
+# The studies' floors, from the bottom: spt/studies/machinery/ (what a study is made of), the study
+# modules (spt/studies/*.py that define a STUDY), the registry (every study by name),
+# spt/studies/commands/ (what takes a study by name), and on top the CLI, the laptop results
+# tables and the package itself.
+REGISTRY = "spt.studies.registry"
+STUDIES_TOP = {"spt.studies", "spt.studies.cli", "spt.studies.laptop_results"}
 
 
-def studies_floors(edges: dict) -> tuple[set, set]:
-    """(the study modules, the machinery modules) of spt.studies."""
-    studies = {m for m in edges if m.startswith("spt.studies.") and m.count(".") == 2
-               and m not in STUDIES_TOP}
+def studies_floors(edges: dict) -> dict:
+    """{floor: its modules} for the floors of spt.studies, bottom first."""
     machinery = {m for m in edges if m.startswith("spt.studies.machinery")}
-    return studies, machinery
+    commands = {m for m in edges if m.startswith("spt.studies.commands")}
+    studies = {m for m in edges if m.startswith("spt.studies.") and m.count(".") == 2
+               and m not in STUDIES_TOP | {REGISTRY, "spt.studies.machinery",
+                                           "spt.studies.commands"}}
+    return {"machinery": machinery, "studies": studies, "registry": {REGISTRY},
+            "commands": commands, "top": STUDIES_TOP & set(edges)}
 
 
 def floor_breaches(edges: dict) -> list:
-    """Every arrow that leaves its floor the wrong way: a study importing another study or the
-    top, the machinery importing a study or the top, anything below spt.studies importing it."""
-    studies, machinery = studies_floors(edges)
+    """Every arrow that leaves its floor the wrong way: to a floor above, or sideways from one study
+    to another; and anything outside spt.studies (but spt.cli) importing it."""
+    floors = studies_floors(edges)
+    order = list(floors)
+    floor_of = {m: i for i, f in enumerate(order) for m in floors[f]}
     bad = []
     for m, targets in edges.items():
         for t in targets:
-            if m in studies and (t in studies or t in STUDIES_TOP):
-                bad.append((m, t))
-            elif m in machinery and (t in studies or t in STUDIES_TOP):
-                bad.append((m, t))
+            if m in floor_of and t in floor_of:
+                if floor_of[t] > floor_of[m] or (m != t and m in floors["studies"]
+                                                 and t in floors["studies"]):
+                    bad.append((m, t))
             elif not m.startswith("spt.studies") and m != "spt.cli" and t.startswith("spt.studies"):
                 bad.append((m, t))
     return sorted(bad)
 
 
-def test_the_studies_sit_on_one_floor_above_their_machinery():
+def test_the_studies_floors_point_down_machinery_studies_registry_commands():
     edges = module_graph()
-    studies, machinery = studies_floors(edges)
+    floors = studies_floors(edges)
+    studies = floors["studies"]
     assert len(studies) == 12 and "spt.studies.modern_architectures" in studies
-    assert len(machinery) > 20 and "spt.studies.machinery.cells" in machinery
+    assert len(floors["machinery"]) > 15 and "spt.studies.machinery.cells" in floors["machinery"]
+    assert {"spt.studies.commands.runner", "spt.studies.commands.check",
+            "spt.studies.commands.plan"} <= floors["commands"]
     for s in studies:  # every study module is a study
         assert (ROOT / "studies" / f"{s.rsplit('.', 1)[1]}.py").read_text().count("STUDY = ") == 1
+    assert edges[REGISTRY] >= studies  # the registry imports every study
+    assert REGISTRY in edges["spt.studies.commands.check"]  # a command finds studies there
     assert floor_breaches(edges) == []
 
 
-def test_the_floor_check_finds_a_study_importing_a_study():
+def test_the_floor_check_finds_arrows_that_run_up_or_sideways():
     edges = {"spt.studies.a_study": {"spt.studies.b_study"}, "spt.studies.b_study": set(),
              "spt.studies.machinery.cells": {"spt.studies.registry"},
-             "spt.studies.registry": {"spt.studies.a_study"}}
+             "spt.studies.c_study": {"spt.studies.commands.runner"},
+             "spt.studies.commands.runner": {"spt.studies.registry"},
+             "spt.studies.registry": {"spt.studies.a_study", "spt.studies.commands.plan"},
+             "spt.studies.commands.plan": set(), "spt.train.engine": {"spt.studies.registry"}}
     assert floor_breaches(edges) == [("spt.studies.a_study", "spt.studies.b_study"),
-                                     ("spt.studies.machinery.cells", "spt.studies.registry")]
+                                     ("spt.studies.c_study", "spt.studies.commands.runner"),
+                                     ("spt.studies.machinery.cells", "spt.studies.registry"),
+                                     ("spt.studies.registry", "spt.studies.commands.plan"),
+                                     ("spt.train.engine", "spt.studies.registry")]
+
+
+def filled_from_elsewhere(path: Path) -> list:
+    """The module-level statements of `path` that fill a name imported from another module
+    (``KNOWN.update(...)``, ``TABLE[key] = ...``, ``REGISTRY.append(...)``): a lookup filled at import
+    by whoever imports last, which no import arrow shows."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    imported = {a.asname or a.name.split(".")[0] for node in tree.body
+                if isinstance(node, (ast.Import, ast.ImportFrom)) for a in node.names}
+    fills = {"update", "setdefault", "append", "extend", "add", "insert", "__setitem__"}
+    out = []
+    for node in tree.body:
+        targets = []
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) \
+                and isinstance(node.value.func, ast.Attribute) and node.value.func.attr in fills:
+            targets = [node.value.func.value]
+        elif isinstance(node, (ast.Assign, ast.AugAssign)):
+            targets = [t.value for t in getattr(node, "targets", [getattr(node, "target", None)])
+                       if isinstance(t, (ast.Subscript, ast.Attribute))]
+        out += [f"{path.name}:{node.lineno}" for t in targets
+                if isinstance(t, ast.Name) and t.id in imported]
+    return out
+
+
+def test_no_module_fills_another_modules_table_at_import():
+    assert [hit for p in sorted(ROOT.rglob("*.py")) for hit in filled_from_elsewhere(p)] == []
+
+
+def test_the_fill_finder_finds_a_table_filled_at_import(tmp_path):
+    p = tmp_path / "registry.py"
+    p.write_text("from .study import KNOWN, OTHER\nimport spt\nLOCAL = {}\nLOCAL.update(a=1)\n"
+                 "KNOWN.update({'a': 1})\nOTHER['b'] = 2\nspt.x = 3\n")
+    assert filled_from_elsewhere(p) == ["registry.py:5", "registry.py:6", "registry.py:7"]

@@ -39,7 +39,7 @@ t2=$SECONDS
 "$spt" study run 04_data_scales --preset smoke --out out --quiet
 t3=$SECONDS
 # the notebook ran with the installed notebooks folder as its working directory: it wrote nothing there
-installed="$("$vpy" -c 'from spt.studies.machinery.notebooks import packaged_notebooks; print(packaged_notebooks())')"
+installed="$("$vpy" -c 'from spt.studies.commands.notebooks import packaged_notebooks; print(packaged_notebooks())')"
 [ "$(ls -A "$installed" | grep -vc '\.ipynb$')" = 0 ] || { step "a run wrote into $installed"; ls -A "$installed"; exit 1; }
 "$vpy" - <<'PY'
 from spt.results import provenance

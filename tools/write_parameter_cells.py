@@ -1,4 +1,4 @@
-"""Write each study notebook's parameters cell from spt.studies.machinery.run_parameters (its one source).
+"""Write each study notebook's parameters cell from spt.studies.commands.run_parameters (its one source).
 
     python tools/write_parameter_cells.py           # rewrite the cells that differ
     python tools/write_parameter_cells.py --check   # exit 1 naming the notebooks that differ
@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from spt.studies.machinery.run_parameters import parameters_cell
+from spt.studies.commands.run_parameters import parameters_cell
 from spt.studies.registry import STUDIES
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"

@@ -12,18 +12,21 @@ file per cell (skipping finished ones), a `table(ds)` of our numbers beside the 
 its cost; `spt study plan` (:func:`plan`) sizes every stage before anything trains.
 
 Layout, one floor each (tests/test_structure.py keeps the arrows pointing down):
-- ``spt/studies/machinery/``: what every study runs on (arms, cells, the runner, claims, plan,
-  check, SLURM, fidelity, departures, tables, the laptop and smoke sizes, ...); it imports no study;
+- ``spt/studies/machinery/``: what every study is made of (study, job, arms, stages, cells and
+  their workers and claims, fidelity, departures, tables, the laptop and smoke sizes, ...); it
+  imports no study;
 - ``spt/studies/<study>.py``: one module per notebook, its presets and table; it imports the
   machinery and ``spt.paper``, never another study;
-- on top, what knows every study: :mod:`spt.studies.registry`, :mod:`spt.studies.cli`,
-  :mod:`spt.studies.laptop_results` and this package.
+- :mod:`spt.studies.registry`: every study by name;
+- ``spt/studies/commands/``: what takes a study by name (the notebook runner and batches, SLURM,
+  parameters, plan, check, tune); it finds studies in the registry;
+- on top: :mod:`spt.studies.cli`, :mod:`spt.studies.laptop_results` and this package.
 """
+from .commands.check import check
+from .commands.parameters import check_namespace
+from .commands.plan import plan
 from .machinery.arms import Arm, TaskRef, run_arm
 from .machinery.cells import Cell, load_study, run_cells
-from .machinery.check import check
-from .machinery.parameters import check_namespace
-from .machinery.plan import plan
 from .machinery.study import Study
 from .registry import QUICKSTART, STUDIES, study
 

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from typing import Optional
 
 from ..atomic import DiskFullError, NotAFolderError, NotWritableError
-from .machinery.output import stream_notebook_output
+from .commands.output import stream_notebook_output
 
 
 def _value(text: str):
@@ -27,7 +27,7 @@ def _all_studies() -> dict:
 
 def _takes_model(name: str) -> bool:
     """Whether `spt study run NAME` takes --model: a paper study whose Study.takes_models (its
-    notebook then has a `models` parameter, spt.studies.machinery.run_parameters). The quickstart takes
+    notebook then has a `models` parameter, spt.studies.commands.run_parameters). The quickstart takes
     your models in notebooks/12_your_architecture.ipynb."""
     from .registry import STUDIES
     return name in STUDIES and STUDIES[name].takes_models
@@ -37,7 +37,7 @@ TAKES_MODEL_TOO = "notebooks/12_your_architecture.ipynb runs the quickstart with
 
 
 def cmd_list(args) -> int:
-    from .machinery.notebooks import notebooks_dir
+    from .commands.notebooks import notebooks_dir
     folder = notebooks_dir(args.notebooks)
     print(f"{'study':<27} {'presets':<26} {'--model':<8} what it compares")
     for name, s in _all_studies().items():
@@ -74,7 +74,7 @@ def _out_is_a_folder():
 
 
 def cmd_run(args) -> int:
-    from .machinery.runner import notebook_parameters, run_study, study_notebook
+    from .commands.runner import notebook_parameters, run_study, study_notebook
     from .registry import notebook_study
     params = {k: _value(v) for k, v in args.param}
     nb = study_notebook(args.name, args.notebooks)
@@ -99,7 +99,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_batch(args) -> int:
-    from .machinery.runner import parse_shard, read_grid, run_batch
+    from .commands.runner import parse_shard, read_grid, run_batch
     with _out_is_a_folder():
         if args.slurm is not None or args.print_sbatch:
             return _submit(args)
@@ -111,8 +111,8 @@ def cmd_batch(args) -> int:
 
 
 def _submit(args) -> int:
-    from .machinery.runner import batch_runs, read_grid
-    from .machinery.slurm import parse_pairs, sbatch_script, slurm_options, submit_batch
+    from .commands.runner import batch_runs, read_grid
+    from .commands.slurm import parse_pairs, sbatch_script, slurm_options, submit_batch
     spec = read_grid(args.grid)
     options = slurm_options({**spec.get("slurm", {}), **parse_pairs(args.slurm or [])})
     if args.print_sbatch:
@@ -153,7 +153,7 @@ def _data_root_only(args, command: str) -> dict:
 
 
 def cmd_plan(args) -> int:
-    from .machinery.plan import SMOKE_PLAN, as_dataframe, format_plans, plan
+    from .commands.plan import SMOKE_PLAN, as_dataframe, format_plans, plan
     params = _data_root_only(args, "spt study plan")
     plans = []
     for name in _study_names(list(args.name)):
@@ -183,7 +183,7 @@ def cmd_check(args) -> int:
 
     from ..train.distributed import device_for
     from ..train.paths import tuning
-    from .machinery.check import (
+    from .commands.check import (
         ESTIMATE_ASSUMPTION,
         as_dataframe,
         check,
@@ -232,7 +232,7 @@ def _check_batch(value: Optional[str], device) -> Optional[int]:
 
 
 def cmd_notebooks_copy(args) -> int:
-    from .machinery.notebooks import copy_notebooks
+    from .commands.notebooks import copy_notebooks
     copies = copy_notebooks(args.dest, overwrite=args.force)
     print(f"copied {len(copies)} notebooks to {args.dest}\n"
           f"open them: jupyter lab {args.dest}   (JupyterLab: pip install 'spt[notebooks]')\n"
@@ -241,7 +241,7 @@ def cmd_notebooks_copy(args) -> int:
 
 
 def cmd_notebooks_where(args) -> int:
-    from .machinery.notebooks import notebooks_dir, packaged_notebooks
+    from .commands.notebooks import notebooks_dir, packaged_notebooks
     print(f"spt's notebooks: {packaged_notebooks()}\n"
           f"spt study uses: {notebooks_dir(args.notebooks)}")
     return 0
@@ -313,8 +313,8 @@ def _guard(fn, prog: str = "spt study"):
 
 
 def _presets_help() -> str:
-    """What each preset is (spt.studies.machinery.run_parameters.PRESET_SAYS) and which studies have it."""
-    from .machinery.run_parameters import PRESET_SAYS
+    """What each preset is (spt.studies.commands.run_parameters.PRESET_SAYS) and which studies have it."""
+    from .commands.run_parameters import PRESET_SAYS
     studies = _all_studies()
     names = list(dict.fromkeys(p for s in studies.values() for p in s.presets))
     parts = []
@@ -375,7 +375,7 @@ def _add_run(sub, common) -> None:
 
 
 def _add_check(sub) -> None:
-    from .machinery.check import STEPS_IN_WORDS
+    from .commands.check import STEPS_IN_WORDS
     q = sub.add_parser("check", help="dry-run every cell of a preset at its real shapes",
                        description="Build every cell of the study's preset at the task's real "
                        f"length and take {STEPS_IN_WORDS} optimiser steps of each stage (pretraining, "
@@ -405,7 +405,7 @@ def _add_check(sub) -> None:
 
 
 def cmd_tune(args) -> int:
-    from .machinery.tune import tune, tune_summary
+    from .commands.tune import tune, tune_summary
     params = _data_root_only(args, "spt tune")
     import pandas as pd
     rows = []

@@ -11,7 +11,7 @@ bidirectional).
 The paper preset gives every mixer the S4 row's protocol on each LRA task (spt.paper.table5):
 its depth, dropout, pooling, head, weight decay, batch sizes, warmups, schedules, epochs and
 budgets, with masked SPT (its SPT settings). From scratch a mixer trains its finetuning settings
-(the same schedule, 200 epochs or 24 h, the same patience: :func:`spt.studies.machinery.plan.caps` shows
+(the same schedule, 200 epochs or 24 h, the same patience: :func:`spt.studies.commands.plan.caps` shows
 the two arms' step caps equal), not the cited S4 runs' from-scratch schedules, which Gu tuned for
 S4: an untuned layer gets the budget its SPT arm gets, as the paper's own retrained scratch
 baselines (S4 random init, DLR) do. Two things differ, both stated in spt.studies.machinery.departures:

@@ -9,6 +9,9 @@ the quickstart.
 """
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Optional
+
 from . import (
     compute_tied,
     data_scales,
@@ -23,12 +26,28 @@ from . import (
     text_corpus,
     transformers_vs_s4,
 )
-from .machinery.study import KNOWN, Study, find_study, notebook_study  # noqa: F401
+from .machinery.study import Study
 
 STUDIES: dict[str, Study] = {m.STUDY.name: m.STUDY for m in (
     lra_transformers, transformers_vs_s4, explicit_priors, data_scales, text_corpus, kernel_decay,
     modalities, compute_tied, model_scales, modern_architectures, priors_and_range)}
 QUICKSTART: Study = quickstart.STUDY
 
-KNOWN.update({QUICKSTART.name: QUICKSTART, **STUDIES})
-study = find_study
+
+def study(name) -> Study:
+    """The Study named `name` (the quickstart's or one of STUDIES; a Study is returned as it is),
+    or an error listing them."""
+    if isinstance(name, Study):
+        return name
+    if name == QUICKSTART.name:
+        return QUICKSTART
+    if name not in STUDIES:
+        raise ValueError(f"no study {name!r}; studies: {', '.join([QUICKSTART.name, *STUDIES])}")
+    return STUDIES[name]
+
+
+def notebook_study(nb) -> Optional[Study]:
+    """The Study whose notebook is `nb` (a path; its stem is the study's name), or None (the
+    walkthrough, the explorers and other notebooks that are no study)."""
+    name = Path(nb).stem
+    return QUICKSTART if name == QUICKSTART.name else STUDIES.get(name)

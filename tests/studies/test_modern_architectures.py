@@ -147,7 +147,7 @@ def test_every_mixer_gets_the_s4_protocol_and_its_lr_grid_on_both_sides(paper):
 
 
 def test_a_mixers_scratch_and_finetuning_caps_are_equal_on_every_task():
-    from spt.studies.machinery.plan import caps, plan
+    from spt.studies.commands.plan import caps, plan
     caps = caps(plan(STUDY.name, preset="paper"))
     mixers = caps[caps.index.get_level_values("model").isin(list(m13.MIXERS))]
     assert len(mixers) == len(m13.TASKS) * len(m13.MIXERS)
@@ -158,7 +158,7 @@ def test_a_mixers_scratch_and_finetuning_caps_are_equal_on_every_task():
 
 
 def test_the_paper_preset_plans_without_a_flag():
-    from spt.studies.machinery.plan import plan
+    from spt.studies.commands.plan import plan
     plans = plan(STUDY.name, preset="paper", tasks=["listops"])
     assert plans and not [p for p in plans if p.flags]
 

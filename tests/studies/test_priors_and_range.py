@@ -76,7 +76,7 @@ def test_the_laptop_probe_checks_a_known_dependency_length():
 
 
 def test_the_paper_preset_plans_without_a_flag():
-    from spt.studies.machinery.plan import plan
+    from spt.studies.commands.plan import plan
     plans = plan(STUDY.name, preset="paper", tasks=["listops"])
     assert plans and not [p for p in plans if p.flags], [p.flags for p in plans if p.flags]
 
@@ -214,7 +214,7 @@ def test_a_free_kernel_from_scratch_trains_its_spt_arms_finetuning_budget():
     """An untuned layer gets its SPT arm's budget (as study 13's mixers), not the step caps Gu
     et al. tuned for S4 from scratch (ListOps 76,800 vs 1,200,000 before)."""
     from spt.studies import plan
-    from spt.studies.machinery.plan import caps
+    from spt.studies.commands.plan import caps
 
     df = caps(plan("14_priors_and_range", preset="paper"), by=("task", "model", "prior"))
     free = df.xs("s4", level="model").loc[(slice(None), ["free_conv", "free_conv+techniques"]), :]

@@ -9,8 +9,8 @@ import pytest
 import torch
 import xarray as xr
 
-from spt.studies.machinery.runner import batch_runs, shard_from_env
-from spt.studies.machinery.slurm import (
+from spt.studies.commands.runner import batch_runs, shard_from_env
+from spt.studies.commands.slurm import (
     SlurmOptionError,
     parse_pairs,
     sbatch_script,
@@ -52,7 +52,7 @@ def test_options_are_checked_and_converted_before_anything_is_submitted(tmp_path
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without a GPU")
 def test_a_login_node_without_a_gpu_submits_a_cuda_batch(tmp_path, monkeypatch):
     """device: cuda is checked for its form on the login node, against the GPUs on the nodes."""
-    from spt.studies.machinery import slurm
+    from spt.studies.commands import slurm
 
     reached = []
 

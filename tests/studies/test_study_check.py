@@ -11,7 +11,7 @@ import pytest
 from spt.cli import main
 from spt.data.fixtures import write_fixtures
 from spt.studies import STUDIES
-from spt.studies.machinery.check import DryRun, check
+from spt.studies.commands.check import DryRun, check
 
 # One cell of each study's paper preset that runs in seconds on two CPU cores: an SPT cell where
 # the study has one (pretraining, finetuning from its checkpoint, evaluation), but a scratch cell for
@@ -119,7 +119,7 @@ def test_dry_run_keeps_the_presets_settings_but_one_step():
 
 def test_check_estimates_each_stage_from_its_timed_step_and_the_plan(fixtures, capsys):
     from spt.studies import plan
-    from spt.studies.machinery.check import TIMED_STEPS
+    from spt.studies.commands.check import TIMED_STEPS
     only = CHEAP["02_transformers_vs_s4"]
     (r,) = check("02_transformers_vs_s4", data_root=str(fixtures), device="cpu", only=only)
     assert r.ok and set(r.step_seconds) == set(r.estimate_h) == {"pretrain", "finetune"}
@@ -137,7 +137,7 @@ def test_check_estimates_each_stage_from_its_timed_step_and_the_plan(fixtures, c
 
 
 def test_the_cost_table_sums_cells_and_their_seeds():
-    from spt.studies.machinery.check import CellCheck, cost_table
+    from spt.studies.commands.check import CellCheck, cost_table
     a = CellCheck("x", {"task": "a"}, estimate_h={"pretrain": 1.0, "finetune": 2.0},
                   unbounded_h={"pretrain": 1.0, "finetune": 30.0}, seeds=3)
     b = CellCheck("x", {"task": "b"}, estimate_h={"scratch": 0.5}, unbounded_h={"scratch": 0.5},
@@ -229,8 +229,8 @@ def test_check_at_the_stages_own_batch_needs_no_batch_scaling(capsys):
 def test_a_cell_out_of_memory_is_retried_with_half_the_batch():
     import torch
 
+    from spt.studies.commands.check import run_check
     from spt.studies.machinery.cells import Cell
-    from spt.studies.machinery.check import run_check
 
     def oom(run_dir):
         raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
@@ -258,7 +258,7 @@ def test_a_cell_out_of_memory_is_retried_with_half_the_batch():
 def test_distinct_cells_keep_one_per_task_and_model(fixtures):
     import json
 
-    from spt.studies.machinery.check import distinct_cells
+    from spt.studies.commands.check import distinct_cells
     from spt.studies.registry import study
     cells = study("01_lra_transformers").cells("paper", data_root=str(fixtures), seeds=[0])
     kept = distinct_cells(cells)

@@ -7,8 +7,8 @@ import pytest
 import xarray as xr
 
 from spt.cli import main
+from spt.studies.commands.runner import list_studies, notebook_parameters, study_notebook
 from spt.studies.machinery.cells import load_study
-from spt.studies.machinery.runner import list_studies, notebook_parameters, study_notebook
 
 pytest.importorskip("papermill")
 

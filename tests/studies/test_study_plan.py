@@ -8,8 +8,8 @@ import pytest
 from spt.config import TrainConfig
 from spt.studies import STUDIES, plan
 from spt.studies.cli import cmd_plan
+from spt.studies.commands.plan import format_plans, plan_stage
 from spt.studies.machinery.arms import TaskRef
-from spt.studies.machinery.plan import format_plans, plan_stage
 from spt.studies.machinery.stages import StageView
 
 
@@ -104,7 +104,7 @@ def test_a_periodic_cosine_is_not_flagged():
 
 def test_the_cli_exits_1_on_a_flag_unless_allowed(monkeypatch, capsys):
     import sys
-    plan_module = sys.modules["spt.studies.machinery.plan"]  # spt.studies.machinery.plan is also the function
+    plan_module = sys.modules["spt.studies.commands.plan"]  # spt.studies.commands.plan is also the function
     flagged = plan_stage("s", {"task": "x"}, view(warmup_steps=50), SIZES)
     monkeypatch.setattr(plan_module, "plan", lambda *a, **k: [flagged])
 

@@ -9,7 +9,7 @@ import nbformat
 import pytest
 
 from spt.cli import main
-from spt.studies.machinery.runner import batch_runs, parse_shard, read_grid, run_batch, run_study
+from spt.studies.commands.runner import batch_runs, parse_shard, read_grid, run_batch, run_study
 
 pytest.importorskip("papermill")
 
@@ -75,7 +75,7 @@ def test_distinct_grid_values_get_distinct_run_folders():
 
 
 def test_two_grid_points_that_would_share_a_folder_are_an_error(monkeypatch):
-    from spt.studies.machinery import runner
+    from spt.studies.commands import runner
     monkeypatch.setattr(runner, "run_name_part", lambda v: "same")  # a hash collision
     with pytest.raises(ValueError, match="would share the run folder 'x=same'"):
         batch_runs({"fixed": {}, "grid": {"x": [1, 2]}})
@@ -159,7 +159,7 @@ def test_a_bad_parameter_is_one_line_in_the_notebook_and_in_papermills_error(tmp
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
                                  "language": "python"}
     nb.cells = [nbformat.v4.new_code_cell(
-        "from spt.studies.machinery.parameters import check_parameters\n"
+        "from spt.studies.commands.parameters import check_parameters\n"
         f"check_parameters({str(tiny_notebook(tmp_path / 'tiny.ipynb'))!r}, {{'x': 'three'}})")]
     nbformat.write(nb, tmp_path / "checks.ipynb")
     with pytest.raises(pm.PapermillExecutionError) as err:
@@ -187,7 +187,7 @@ def test_cli_study_list_and_errors(capsys, tmp_path):
 
 
 def test_each_kernel_gets_its_own_sockets_outside_the_notebooks_folder():
-    from spt.studies.machinery.runner import kernel_config
+    from spt.studies.commands.runner import kernel_config
 
     a, b = kernel_config(), kernel_config()
     if "ip" in a.KernelManager:  # Unix sockets (posix): a prefix of their own, in the temp dir

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from spt.cli import build_parser, main
-from spt.studies.machinery import run_parameters
-from spt.studies.machinery.check import STEPS_IN_WORDS, TIMED_STEPS
-from spt.studies.machinery.run_parameters import parameters_cell
+from spt.studies.commands import run_parameters
+from spt.studies.commands.check import STEPS_IN_WORDS, TIMED_STEPS
+from spt.studies.commands.run_parameters import parameters_cell
 from spt.studies.machinery.study import Study
 from spt.studies.registry import QUICKSTART, STUDIES
 
@@ -30,8 +30,8 @@ def test_every_text_on_the_check_says_how_many_steps_it_takes():
     assert STEPS_IN_WORDS == ["zero", "one", "two", "three"][TIMED_STEPS]
     texts = {"spt study check --help": help_of("study", "check"),
              "Makefile": " ".join((ROOT / "Makefile").read_text().split()),
-             "spt/studies/machinery/check.py":
-                 " ".join(sys.modules["spt.studies.machinery.check"].__doc__.split())}
+             "spt/studies/commands/check.py":
+                 " ".join(sys.modules["spt.studies.commands.check"].__doc__.split())}
     for where, text in texts.items():
         counts = re.findall(r"\b(one|two|three|four|\d+) optimiser steps? (?:per|of each) stage", text)
         assert counts, f"{where} does not say how many optimiser steps per stage the check takes"
@@ -57,7 +57,7 @@ def test_a_study_notebook_declares_and_passes_exactly_what_study_run_takes(name)
     study = STUDIES[name]
     code, cell = _cells(name)
     assert cell == parameters_cell(study), (
-        f"notebooks/{name}.ipynb: its parameters cell is not spt.studies.machinery.run_parameters' (run "
+        f"notebooks/{name}.ipynb: its parameters cell is not spt.studies.commands.run_parameters' (run "
         f"`python tools/write_parameter_cells.py`)")
     names = [p.name for p in run_parameters.parameters(study)]
     assert names[:2] == ["preset", "out_dir"] and set(names) <= set(run_parameters.run_arguments())
@@ -102,8 +102,8 @@ def test_the_quickstart_takes_every_preset_by_name():
     """`spt study run 00_quickstart --preset P` passes P's settings as the notebook's parameters:
     they pass its checks, and the notebook's Setup of them is the preset's."""
     from spt.studies import quickstart
-    from spt.studies.machinery.parameters import check_parameters
-    from spt.studies.machinery.runner import preset_parameters, study_notebook
+    from spt.studies.commands.parameters import check_parameters
+    from spt.studies.commands.runner import preset_parameters, study_notebook
 
     nb = study_notebook(QUICKSTART.name)
     for preset in QUICKSTART.presets:

@@ -131,8 +131,8 @@ def test_a_second_run_into_one_folder_keeps_both_executed_notebooks(tmp_path):
     import os
     import socket
 
+    from spt.studies.commands.runner import executed_path
     from spt.studies.machinery.claims import release
-    from spt.studies.machinery.runner import executed_path
     first = executed_path(tmp_path, "04_data_scales")
     assert first == tmp_path / "04_data_scales.ipynb"
     # the first run is alive (this process holds its claim): the second gets its own notebook

@@ -13,7 +13,7 @@ import torch.nn as nn
 from spt.layer_config import LayerConfig
 from spt.models.model import SequenceModel
 from spt.studies import data_scales, quickstart, transformers_vs_s4
-from spt.studies.machinery.check import check
+from spt.studies.commands.check import check
 from spt.studies.machinery.job import GridPreset
 from spt.studies.machinery.yours import with_models
 
@@ -104,8 +104,8 @@ def test_notebook_12_runs_at_smoke_with_your_layer_and_documents_its_parameters(
     papermill = pytest.importorskip("papermill")
     from pathlib import Path
 
+    from spt.studies.commands.runner import notebook_parameters
     from spt.studies.machinery.cells import load_study
-    from spt.studies.machinery.runner import notebook_parameters
 
     nb_path = Path(__file__).resolve().parents[2] / "notebooks" / "12_your_architecture.ipynb"
     params = notebook_parameters(nb_path)

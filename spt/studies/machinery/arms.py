@@ -45,7 +45,7 @@ class TaskRef:
     options  : loader options as (key, value) pairs, e.g. (("seq_len", 512),) or for digits
                (("size", 8), ("n_train", 100)).
     limit    : keep only the `limit` longest examples of each split (the dry run of
-               :mod:`spt.studies.machinery.check`: one batch at the task's real length); None = all.
+               :mod:`spt.studies.commands.check`: one batch at the task's real length); None = all.
     fill     : with a limit, a split with fewer examples repeats its longest ones until it has
                `limit` (a dry run at a stage's own batch on a few fixture examples).
     """

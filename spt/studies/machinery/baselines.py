@@ -67,7 +67,7 @@ def free_kernel_size(cfg: SSMConfig) -> str:
     """What freeing the kernels of `cfg` costs in weights, beside the S4 model's parameters (a
     classifier of one input channel and 10 classes) and those of the kernels it replaces."""
     from ...models.model import count_parameters, count_parameters_of
-    from ...models.ssm import make_kernel
+    from ...models.ssm_kernels import make_kernel
     n_dir = 1 if cfg.causal else 2
     free = cfg.n_layers * n_dir * cfg.d_model * cfg.max_len
     # random_ssm: the same parameters without the HiPPO set-up

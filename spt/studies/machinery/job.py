@@ -25,7 +25,7 @@ class Job:
     with_execution(device, paths) -> Job: the same job on another device, at other
                                         implementation paths (TrainConfig.device, .paths: what
                                         never changes a result)
-    dry(dry)             -> Job: the job shrunk by a DryRun / FewSteps (spt.studies.machinery.check,
+    dry(dry)             -> Job: the job shrunk by a DryRun / FewSteps (spt.studies.commands.check,
                             spt.studies.machinery.laptop)
     task_ref(ref)        -> TaskRef: the task it reads (a job may need loader options of its own)
     note                 : how the job reads the paper, or what it stands in for ("" = nothing)

@@ -1,5 +1,5 @@
 """What one stage of a study cell trains, seen from outside: the view that the plan
-(:mod:`spt.studies.machinery.plan`) sizes and the fidelity check
+(:mod:`spt.studies.commands.plan`) sizes and the fidelity check
 (:mod:`spt.studies.machinery.fidelity`) compares with the paper's settings.
 
 A cell trains one to three stages: ``pretrain`` then ``finetune`` (SPT), or ``scratch``; study 05

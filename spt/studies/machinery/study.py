@@ -82,7 +82,7 @@ def cell_line(coords: dict) -> str:
 
 def preset_cells(p: GridPreset, *, seeds: Optional[Sequence[int]] = None, device: str = "auto",
                  dry=None, paths="auto") -> list[Cell]:
-    """One Cell per entry x seed. dry: a :class:`spt.studies.machinery.check.DryRun` or
+    """One Cell per entry x seed. dry: a :class:`spt.studies.commands.check.DryRun` or
     :class:`spt.studies.machinery.laptop.FewSteps` (the same cells, shrunk) or None. device and
     paths: where and how the cells execute (TrainConfig.device, .paths), not what they compute:
     a cell's identity is the same on every device and at every path."""
@@ -280,25 +280,4 @@ class Study:
         if extra is None:
             return table
         return with_gains(table, extra)
-
-
-# Every study by name, filled by spt.studies.registry (the spt.studies package imports it, so it
-# is full before any machinery runs): the machinery handed a study's name (the notebook runner, the
-# parameter checks, `spt study plan | check`) finds the Study here, without importing the study
-# modules that sit above it.
-KNOWN: dict = {}
-
-
-def find_study(name) -> Study:
-    """The Study named `name` (a Study is returned as it is), or an error listing them."""
-    if isinstance(name, Study):
-        return name
-    if name not in KNOWN:
-        raise ValueError(f"no study {name!r}; studies: {', '.join(KNOWN)}")
-    return KNOWN[name]
-
-
-def notebook_study(nb) -> Optional[Study]:
-    """The Study whose notebook is `nb` (a path; its stem is the study's name), or None."""
-    return KNOWN.get(Path(nb).stem)
 

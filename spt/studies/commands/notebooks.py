@@ -12,6 +12,8 @@ import re
 import shutil
 from pathlib import Path
 
+from ..registry import notebook_study
+
 STUDY_PATTERN = re.compile(r"^(0[1-9]|[1-9][0-9])_[a-z0-9_]+$")
 
 _PACKAGE = Path(__file__).resolve().parents[2]  # spt/
@@ -70,13 +72,11 @@ def list_studies(nb_dir=None) -> dict[str, str]:
     """{study name: its title (Study.title)} for every study notebook (the paper's studies of
     :data:`spt.studies.STUDIES`; the quickstart, walkthrough, explorers and your-architecture
     notebooks are not studies of the paper)."""
-    from .study import KNOWN
-
     out = {}
     for nb in sorted(notebooks_dir(nb_dir).glob("*.ipynb")):
-        if not STUDY_PATTERN.match(nb.stem) or nb.stem not in KNOWN:
-            continue
-        out[nb.stem] = KNOWN[nb.stem].title
+        study = notebook_study(nb)
+        if STUDY_PATTERN.match(nb.stem) and study is not None:
+            out[nb.stem] = study.title
     return out
 
 

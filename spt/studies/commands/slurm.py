@@ -6,7 +6,7 @@
     jobs = submit_batch("02_transformers_vs_s4", read_grid("grid.yaml"), "runs",
                         slurm_options({"partition": "gpu", "time": "24:00:00"}))
 
-Task i of an array of n runs :func:`spt.studies.machinery.runner.run_batch` with shard (i, n): the batch runs
+Task i of an array of n runs :func:`spt.studies.commands.runner.run_batch` with shard (i, n): the batch runs
 i, i + n, ... (by default n is the number of batch runs, one per task). Logs go to
 ``OUT/slurm/<job>_<task>_0_log.{out,err}``.
 

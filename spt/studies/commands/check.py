@@ -19,7 +19,7 @@ Cost before you spend it: the second optimiser step of each stage (the first pay
 and warm-up) is timed, as is the validation pass per example. At the stage's own batch the timed
 step is the real one; at a fixed dry-run batch it is scaled linearly to the stage's batch (which
 overestimates a GPU, whose larger batches run more efficiently). Multiplied by the
-stage's step cap and validations from the study's plan (:mod:`spt.studies.machinery.plan`, the paper's split
+stage's step cap and validations from the study's plan (:mod:`spt.studies.commands.plan`, the paper's split
 sizes unless ``sizes="data"``), they give each stage's estimated wall time on this device, at most
 its time budget; a cell's estimate is the sum of its stages, a study's the sum over its cells and
 seeds (:data:`ESTIMATE_ASSUMPTION` says what that assumes).
@@ -46,7 +46,8 @@ import torch
 
 from ...config import TrainConfig, replace
 from ...provenance import describe_paths
-from .arms import Arm, TaskRef
+from ..machinery.arms import Arm, TaskRef
+from ..registry import study as find_study
 
 # TrainConfig fields a dry run sets, whatever the preset says.
 _DRY_FIELDS = dict(epochs=1, accum_steps=1, patience=None, progress=False, num_workers=0,
@@ -370,7 +371,6 @@ def check(study, *, preset: str = "paper", data_root=None, batch: Optional[int] 
     temporary folders.
     """
     from ...train.distributed import device_for
-    from .study import find_study
 
     s = find_study(study)
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass
 
-from .baselines import PRIORS
-from .study import Study
+from ..machinery.baselines import PRIORS
+from ..machinery.study import Study
 
 # what each preset is, in the words a parameter's help and `spt study run --help` use; how long
 # each laptop preset takes is measured once, in the README's "Measured times"
@@ -101,7 +101,7 @@ def parameters(study: Study) -> list:
     missing = set(run_arguments()) - set(table)
     if missing:
         raise NotImplementedError(f"Study.run takes {sorted(missing)}: declare the notebook "
-                                  f"parameter(s) in spt/studies/machinery/run_parameters.py")
+                                  f"parameter(s) in spt/studies/commands/run_parameters.py")
     return [table[name] for name in run_arguments() if takes(study, name)]
 
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Optional
 
 from ...atomic import writable_dir
+from ..registry import notebook_study
 from .notebooks import list_studies, notebooks_dir, study_notebook  # noqa: F401  (public here)
 from .parameters import check_parameters, notebook_parameters  # noqa: F401  (public here)
 
@@ -70,7 +71,7 @@ def kernel_manager(log_path: Path):
 
 def executed_path(out_dir: Path, stem: str) -> Path:
     """OUT/<stem>.ipynb, or OUT/<stem>.<pid>.ipynb while another live run is writing that one."""
-    from .claims import try_claim
+    from ..machinery.claims import try_claim
     out_nb = out_dir / f"{stem}.ipynb"
     return out_nb if try_claim(out_nb) else out_dir / f"{stem}.{os.getpid()}.ipynb"
 
@@ -81,7 +82,6 @@ def preset_parameters(nb: Path, preset: str) -> dict:
     :attr:`Study.settings`)."""
     if "preset" in notebook_parameters(nb):
         return {"preset": preset}
-    from .study import notebook_study
     study = notebook_study(nb)
     if study is None or study.settings is None:
         from .parameters import ParameterError
@@ -113,7 +113,7 @@ def run_study(name: str, out_dir, *, preset: Optional[str] = None, parameters: O
     params["out_dir"] = str(out_dir)
     check_parameters(nb, params)
     writable_dir(out_dir)
-    from .claims import release
+    from ..machinery.claims import release
     out_nb = executed_path(out_dir, nb.stem)
     fd, kernel_log = tempfile.mkstemp(prefix=f"spt-kernel-{nb.stem}-", suffix=".log")
     os.close(fd)

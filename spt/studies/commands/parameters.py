@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from ...config import MAX_SEED
+from ..machinery.study import check_data
+from ..registry import notebook_study
 
 # the notebooks' annotation -> the Python types a value may have
 _TYPES = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,), "list": (list,),
@@ -127,7 +129,7 @@ def _check_values(nb: Path, params: dict, runs_here: bool = True) -> None:
         _check_device(name, params["device"], runs_here)
     if "paths" in params and params["paths"] not in ("auto", "reference"):
         _fail(name, "paths", "auto or reference", params["paths"])
-    study = _study_of(nb)
+    study = notebook_study(nb)
     if study is not None and any(k in params for k in ("preset", "tasks", "models",
                                                        "data_root")):
         _check_study(name, study, params)
@@ -156,16 +158,9 @@ def _check_device(notebook: str, device: Any, runs_here: bool = True) -> None:
                              f"Apple GPU torch can use: pass -p device cpu or auto")
 
 
-def _study_of(nb: Path):
-    from .study import notebook_study
-    return notebook_study(nb)
-
-
 def _check_study(notebook: str, study, params: dict) -> None:
     """The preset exists, its tasks include `tasks`, your `models` build, and a preset that reads
     real data has a data_root holding every task it needs."""
-    from .study import check_data
-
     preset = params.get("preset", "smoke")
     if isinstance(preset, str) and preset not in study.presets:
         raise ParameterError(f"{notebook}: unknown preset {preset!r}; choose from "

@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 from ...train.optim import lr_factor
-from .arms import is_pair_task
-from .stages import StageView
+from ..machinery.arms import is_pair_task
+from ..machinery.stages import StageView
+from ..registry import study as find_study
 
 # where the plan reads the lr (fractions of the step cap)
 SHAPE_POINTS = (0.0, 0.1, 0.5, 1.0)
@@ -100,7 +101,7 @@ def plan_stage(study: str, coords: dict, view: StageView, examples: dict,
     shape = tuple(lr_at(cfg, min(max(cap - 1, 0), int(round(f * cap))), cap, spe)
                   for f in SHAPE_POINTS)
     patience_steps = None if cfg.patience is None else cfg.patience * spe
-    from .stages import NO_EPOCH_CAP
+    from ..machinery.stages import NO_EPOCH_CAP
     epochs = None if cfg.epochs >= NO_EPOCH_CAP else cfg.epochs
     validations = (math.ceil(cap / spe) // cfg.eval_every) if spe else 0
     p = StagePlan(study, dict(coords), view.stage, getattr(view.task, "name", "?"),
@@ -181,7 +182,6 @@ def plan(study, *, preset: str = "paper", data_root=None,
     """One StagePlan per stage of every cell of `study` (its name, or a :class:`Study`) at `preset`
     (one seed each: seeds share their plan). Without a data root, a paper preset is sized by the paper's
     split sizes."""
-    from .study import find_study
     s = find_study(study)
     by_paper = preset == "paper" and not data_root
     cells = s.stage_views(preset, data_root or "DATA", tasks)
