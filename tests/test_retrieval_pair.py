@@ -16,8 +16,8 @@ from spt.models.model import Backbone, DualEncoderModel, SequenceModel, classifi
 from spt.paper import ssm_row, transformer_row
 from spt.ssm_config import SSMConfig
 from spt.train import finetune, pretrain, train_from_scratch
-from spt.train.engine import _to
 from spt.train.objectives import Supervised
+from spt.train.passes import to_device as _to
 
 sys.path.insert(0, str(Path(__file__).parent / "data"))
 from official_formats import aan_release  # noqa: E402

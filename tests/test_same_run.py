@@ -5,7 +5,7 @@ from spt import same_run
 from spt.compat import LATER_TRAIN_FIELDS
 from spt.config import TrainConfig, to_dict
 from spt.studies.machinery import cells
-from spt.train import engine
+from spt.train.run_state import check_same_run
 
 FIELD, OLD = next(iter(LATER_TRAIN_FIELDS.items()))
 
@@ -34,10 +34,10 @@ def test_cells_and_resume_apply_the_same_rule(tmp_path, change, same):
     ck = {"train_config": saved}
     cfg = TrainConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in now.items()})
     if same:
-        engine._check_same_run(ck, {}, cfg, tmp_path / "last.pt")
+        check_same_run(ck, {}, cfg, tmp_path / "last.pt")
     else:
         with pytest.raises(ValueError, match="cannot resume"):
-            engine._check_same_run(ck, {}, cfg, tmp_path / "last.pt")
+            check_same_run(ck, {}, cfg, tmp_path / "last.pt")
 
 
 def test_a_resume_after_the_training_data_changed_is_refused_naming_the_data(tmp_path):

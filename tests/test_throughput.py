@@ -16,8 +16,8 @@ from spt.models import classifier_model
 from spt.models.model import pretraining_model
 from spt.ssm_config import SSMConfig
 from spt.train import train_from_scratch
-from spt.train.engine import set_grad_checkpointing
 from spt.train.objectives import Denoising
+from spt.train.run_setup import set_grad_checkpointing
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 TINY = TransformerConfig(d_model=16, n_layers=1, n_heads=2, d_ff=32, dropout=0.0, max_len=64)

@@ -9,7 +9,7 @@ The script owns the process group, as in nanoGPT: it opens it at the top and clo
   draws) into ``WORLD_SIZE`` disjoint contiguous shards, one per rank (:func:`shard`);
 * scales each rank's summed loss by ``WORLD_SIZE / n_global`` (``n_global`` = all-reduced count of
   predicted positions or examples), so DDP's gradient *average* equals the single-process gradient
-  of the global batch mean;
+  of the global batch mean (:func:`global_loss`);
 * all-reduces summed statistics (loss sums, counts, correct predictions: sums, never means of means)
   before turning them into metrics, so every rank takes the same decisions (best epoch, early stop);
 * writes checkpoints from rank 0 only, with every rank's RNG state, and can resume on any number of
@@ -199,6 +199,19 @@ def all_reduce_(t: torch.Tensor, env: DistEnv, op=None) -> torch.Tensor:
     if env.active:
         dist.all_reduce(t, op=op if op is not None else dist.ReduceOp.SUM)
     return t
+
+
+def global_loss(loss, stats: dict, weight: float, env: DistEnv):
+    """The loss whose DDP-averaged gradient equals the single-process gradient of the global batch:
+    (summed loss of this rank) * world_size / (count summed over ranks). Stats are weighted."""
+    if not env.active:
+        return loss, stats
+    if "loss_sum" not in stats or "n" not in stats or not stats["loss_sum"].requires_grad:
+        raise ValueError("distributed training needs the objective's step() to return stats "
+                         "with a differentiable summed loss 'loss_sum' and a count 'n'")
+    n_global = all_reduce_(stats["n"].detach().float() * weight, env)
+    loss = stats["loss_sum"] * (weight * env.world_size) / n_global.clamp_min(1.0)
+    return loss, {k: v.detach() * weight for k, v in stats.items()}
 
 
 def any_rank(flag: torch.Tensor, env: DistEnv) -> bool:

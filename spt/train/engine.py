@@ -37,162 +37,26 @@ from __future__ import annotations
 import math
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-import numpy as np
 import torch
-import xarray as xr
 from tqdm.auto import tqdm
 
-from .. import locks
-from ..compat import cuda_rng_state, pretrained_identity, rank_rng_states
-from ..config import TrainConfig, replace, to_dict
+from ..config import TrainConfig, to_dict
 from ..data.registry import augmentation_for, augmented
 from ..data.task import data_identity
-from ..same_run import RESUMABLE_FIELDS, differences
 from . import distributed as D
-from . import paths as path_choice
 from .checkpoint import FORMAT, atomic_save, read_checkpoint
 from .curves import Curves, grad_norm
 from .graphs import GraphedStep
 from .observers import current_observer, observe, timestamp  # noqa: F401  (observe: public here)
 from .optim import apply_now, build_optimizer, build_scheduler, param_groups, plateau_state, plateau_update
-from .passes import autocast, check_finite_inputs, epoch_batches, evaluate, item_group, loader  # noqa: F401  (epoch_batches: public here)
-from .passes import to_device as _to
-from .run_state import RunState
-
-
-class RunInUse(RuntimeError):
-    """Another live process is training in this run folder (its run.lock names it)."""
-
-
-class NonFiniteLossError(RuntimeError):
-    """The training loss became NaN or infinite; nothing was saved after it did."""
-
-
-@dataclass
-class RunResult:
-    """What a training run returns.
-
-    model        : the model with its best-validation weights loaded.
-    history      : xarray Dataset over dim "epoch", the epochs completed at each evaluation (train /
-                   val metrics, lr, optimiser step, training time in seconds); a partial epoch
-                   ended by TrainConfig.max_time has a fractional epoch. attrs: "stage",
-                   "select" (the val metric that picked best.pt), "stopped_by".
-    best_checkpoint : path of best.pt.
-    best_epoch   : the history epoch of best.pt (fractional for a partial epoch).
-    val_metrics, test_metrics : metrics of the best weights (test is empty when not evaluated).
-    steps        : optimiser steps taken in the whole run.
-    select       : the validation metric that selected best.pt (TrainConfig.select or the
-                   objective's default).
-    stopped_by   : "epochs", "max_steps", "max_time" or "patience".
-    paths        : {kind: path, "step": path}: the implementation paths it ran
-                   (:mod:`spt.train.paths`; the checkpoints hold them per module).
-    """
-
-    model: torch.nn.Module
-    history: xr.Dataset
-    best_checkpoint: Path
-    best_epoch: float
-    val_metrics: dict
-    test_metrics: dict = field(default_factory=dict)
-    steps: int = 0
-    select: str = ""
-    stopped_by: str = ""
-    paths: dict = field(default_factory=dict)
-
-
-def _rng_state(gen: torch.Generator, device: torch.device) -> dict:
-    s = {"torch": torch.get_rng_state(), "gen": gen.get_state()}
-    if device.type == "cuda":
-        s["cuda"] = torch.cuda.get_rng_state(device)
-    return s
-
-
-def _set_rng_state(s: dict, gen: torch.Generator, device: torch.device) -> None:
-    torch.set_rng_state(s["torch"])
-    gen.set_state(s["gen"])
-    if "cuda" in s and device.type == "cuda":
-        torch.cuda.set_rng_state(cuda_rng_state(s["cuda"], device.index or 0), device)
-
-
-def _check_same_run(ck: dict, meta: dict, cfg: TrainConfig, path: Path) -> None:
-    """Resuming is only allowed into the same run: the rule of :mod:`spt.same_run` over the
-    TrainConfig and `meta` (RESUMABLE_FIELDS may differ), a finetuning run's pretrained backbone
-    compared as :func:`spt.compat.pretrained_identity` says."""
-    # a checkpoint from before data identities were stored is checked on the rest
-    meta = {k: v for k, v in meta.items() if k != "data" or "data" in ck}
-    saved, now = pretrained_identity({k: ck.get(k) for k in meta}, meta)
-    diffs = differences({"train_config": ck.get("train_config") or {}, **saved},
-                        {"train_config": to_dict(cfg), **now}, RESUMABLE_FIELDS)
-    if diffs:
-        if any(p.startswith("data.") for p, _, _ in diffs):
-            diffs = [("the task's data (split sizes or examples)", *ab) for p, *ab in diffs
-                     if p.startswith("data.")][:1] + [d for d in diffs if not d[0].startswith("data.")]
-        raise ValueError(f"cannot resume {path}: it was written with another configuration ("
-                         + "; ".join(f"{p}: saved {a!r}, now {b!r}" for p, a, b in diffs)
-                         + f"). Use another out_dir for the new configuration, or "
-            f"delete {path.parent} to train it again from the start.")
-
-
-def _history_dataset(rows: list[dict], stage: str) -> xr.Dataset:
-    if not rows:
-        return xr.Dataset(attrs={"stage": stage})
-    keys = [k for k in rows[0] if k != "epoch"]
-    data = {k: ("epoch", np.array([r.get(k, np.nan) for r in rows], dtype=float)) for k in keys}
-    return xr.Dataset(data, coords={"epoch": [r["epoch"] for r in rows]}, attrs={"stage": stage})
-
-
-def set_grad_checkpointing(model: torch.nn.Module, on: bool) -> None:
-    """Switch activation checkpointing on every layer stack that supports it."""
-    stacks = [m for m in model.modules() if hasattr(m, "grad_checkpointing")]
-    if on and not stacks:
-        raise ValueError(f"TrainConfig.grad_checkpointing=True, but {type(model).__name__} has no "
-                         f"layer stack that supports it (Transformer and SSM encoders do)")
-    for m in stacks:
-        m.grad_checkpointing = on
-
-
-def _global_loss(loss, stats: dict, weight: float, env: D.DistEnv):
-    """The loss whose DDP-averaged gradient equals the single-process gradient of the global batch:
-    (summed loss of this rank) * world_size / (count summed over ranks). Stats are weighted."""
-    if not env.active:
-        return loss, stats
-    if "loss_sum" not in stats or "n" not in stats or not stats["loss_sum"].requires_grad:
-        raise ValueError("distributed training needs the objective's step() to return stats "
-                         "with a differentiable summed loss 'loss_sum' and a count 'n'")
-    n_global = D.all_reduce_(stats["n"].detach().float() * weight, env)
-    loss = stats["loss_sum"] * (weight * env.world_size) / n_global.clamp_min(1.0)
-    return loss, {k: v.detach() * weight for k, v in stats.items()}
-
-
-def _selection(objective, cfg: TrainConfig) -> tuple[str, float]:
-    """(the validation metric that picks best.pt, +1.0 if higher is better else -1.0)."""
-    if cfg.select is None:
-        return objective.score, (1.0 if objective.higher_is_better else -1.0)
-    reported = getattr(objective, "metric_names", None)
-    if reported is not None and cfg.select not in reported:
-        raise ValueError(_select_error(cfg.select, reported, objective))
-    return cfg.select, (1.0 if TrainConfig.SELECT_METRICS[cfg.select] else -1.0)
-
-
-def _select_error(select: str, reported, objective) -> str:
-    return (f"TrainConfig.select={select!r}, but the {type(objective).__name__} objective reports "
-            f"only {sorted(reported)} on validation: select one of those, or None for its default "
-            f"({objective.score!r})")
-
-
-def _kept_files(*paths: Path) -> str:
-    """What a failed run leaves behind, for its error message."""
-    kept = [p for p in paths if p.exists()]
-    if not kept:
-        return ("no checkpoint had been written yet (best.pt and last.pt are first written at the "
-                "end of epoch 1, last.pt also every ckpt_every steps), so nothing was saved")
-    return (" and ".join(str(p) for p in kept) + (" hold" if len(kept) > 1 else " holds")
-            + " the last finite state and" + (" were" if len(kept) > 1 else " was")
-            + " not overwritten")
+from .passes import autocast, check_finite_inputs, epoch_batches, evaluate, loader, to_device
+from .result import RunResult, history_dataset, non_finite_error
+from .run_folder import open_run_folder
+from .run_setup import choose_paths, run_sizes, select_error, selection, set_grad_checkpointing
+from .run_state import RunState, check_same_run, restore_rng, resume_note, rng_state
 
 
 def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, stage: str,
@@ -209,30 +73,15 @@ def fit(model: torch.nn.Module, objective, task, cfg: TrainConfig, out_dir, *, s
     (RunResult.stopped_by says which). Inside an open process group
     (:func:`spt.train.distributed.process_group`) every rank calls fit with the same arguments;
     fit never opens or closes the group itself.
-    While it trains, ``out_dir/run.lock`` (:mod:`spt.locks`) says which process does: a second
-    process given the same out_dir stops with :class:`RunInUse` instead of training beside it.
+    While it trains, ``out_dir/run.lock`` says which process does (:mod:`spt.train.run_folder`): a
+    second process given the same out_dir stops with RunInUse instead of training beside it.
     """
-    env = D.current_env()
     out = Path(out_dir)
-    last_path, best_path = out / "last.pt", out / "best.pt"
-    if not resume and (last_path.exists() or best_path.exists()):
-        raise FileExistsError(f"{out} already holds a run ({last_path.name}); pass resume=True to "
-                              f"continue it, or choose another out_dir (nothing was overwritten)")
-    D.barrier(env)  # every rank has looked before rank 0 writes anything
-    out.mkdir(parents=True, exist_ok=True)
-    lock = out / "run.lock"
-    if env.is_main and not locks.acquire(lock):
-        raise RunInUse(f"run folder {out} is being trained by another process "
-                       f"({locks.describe(lock)}): wait for it to end, then rerun the same "
-                       f"command to resume or reuse it")
-    try:
+    with open_run_folder(out, resume, D.current_env()):
         run = _Run(model, objective, task, cfg, out, stage=stage, meta=meta, on_step=on_step,
                    clock=clock)
         run.restore(resume)
         return run.train(evaluate_test)
-    finally:
-        if env.is_main:
-            locks.release(lock)
 
 
 class _Run:
@@ -252,21 +101,13 @@ class _Run:
         model.to(self.device)
         set_grad_checkpointing(model, cfg.grad_checkpointing)
         self.names = [n for g in param_groups(model, cfg) for n in g["names"]]  # optimiser order
-        self.n = len(task.train)
-        if self.n == 0:
-            raise ValueError(f"task {task.spec.name!r} has an empty training split")
+        self.n, self.group, self.batches_per_epoch, self.steps_per_epoch, self.total_steps = \
+            run_sizes(task, cfg)
         if cfg.augment:
             augmentation_for(task.spec)  # a task without one is refused before any work
-        # a pair task's documents go into a batch two by two: batch_size pairs, 2 x that documents
-        self.group = item_group(task.train)
-        self.batches_per_epoch = math.ceil(self.n / self.group / cfg.batch_size)
-        self.steps_per_epoch = math.ceil(self.batches_per_epoch / cfg.accum_steps)
-        self.total_steps = cfg.epochs * self.steps_per_epoch
-        if cfg.max_steps is not None:
-            self.total_steps = min(self.total_steps, cfg.max_steps)
         self.gen = torch.Generator(device=self.device).manual_seed(cfg.seed)
         D.reseed(cfg.seed, self.env, self.gen)
-        self.select, self.sign = _selection(objective, cfg)
+        self.select, self.sign = selection(objective, cfg)
         self.state = RunState(plateau=plateau_state(self.sign > 0))
         self.bad = torch.zeros((), dtype=torch.bool, device=self.device)  # a non-finite loss seen
         self.carry: dict = {}  # this rank's training statistics of the epochs since the last validation
@@ -277,9 +118,11 @@ class _Run:
         """The optimiser and schedule, fresh or (resume=True and a last.pt exists) as saved."""
         ck = read_checkpoint(self.last_path) if resume and self.last_path.exists() else None
         if ck is not None:
-            _check_same_run(ck, self.meta, self.cfg, self.last_path)
+            check_same_run(ck, self.meta, self.cfg, self.last_path)
             self.model.load_state_dict(ck["model"])  # before wrapping: every rank starts from the file
-        self.chosen = self.choose_paths(ck)
+        self.chosen = choose_paths(self.model, self.objective, self.task, self.cfg, self.device,
+                                   self.gen, ck, group=self.group, total_steps=self.total_steps,
+                                   env=self.env, stage=self.stage)
         self.fwd = D.wrap(self.model, self.env, self.cfg.distributed, self.device)
         self.opt = build_optimizer(self.model, self.cfg)
         # the scale is read at every step, so after a resume it is the resumed plateau's
@@ -294,40 +137,16 @@ class _Run:
                                     self.gen, self.env)
                         if self.chosen.paths.get("step") == "graphs" else None)
 
-    def choose_paths(self, ck: Optional[dict]) -> path_choice.Chosen:
-        """The model's implementation paths: those last.pt recorded when resuming (the same
-        computation, so a killed run resumes bit-identical), else TrainConfig.paths, measured on
-        the run's first batch (:func:`spt.train.paths.choose`)."""
-        if ck is not None and ck.get("paths"):
-            return path_choice.recorded(self.model, ck["paths"], self.cfg, self.env)
-        cfg = self.cfg
-        first = epoch_batches(self.n, cfg.batch_size, cfg.seed, 0, self.group)[0]
-        items = self.objective.epoch_data(self.task.train, cfg.seed, 0)
-        batch = next(iter(loader(items, [first], replace(cfg, num_workers=0), self.device, cfg.seed)))
-        log = print if self.env.is_main else None
-        return path_choice.choose(self.model, self.objective, _to(batch, self.device), cfg,
-                                  self.device, self.gen, total_steps=self.total_steps,
-                                  env=self.env, log=log, stage=self.stage)
-
     def _resume_from(self, ck: dict) -> None:
-        env, cfg = self.env, self.cfg
+        """The optimiser, schedule, RunState and RNG states as last.pt `ck` saved them."""
         D.load_optimizer_state(self.model, self.opt, ck["optimizer"], self.names)
         self.sched.load_state_dict(ck["scheduler"])
         self.state = s = RunState.from_saved(ck["state"], plateau_state(self.sign > 0))
         self.resumed = True
-        saved_world, rngs = rank_rng_states(ck)
-        if saved_world == env.world_size:
-            _set_rng_state(rngs[env.rank], self.gen, self.device)
-        else:  # data order is exact; dropout / masking continue on fresh deterministic streams
-            D.reseed(cfg.seed, env, self.gen, salt=s.step + 1)
-        if s.done and s.stopped_by == "max_time" and (cfg.max_time is None or s.time < cfg.max_time):
-            s.done, s.stopped_by = False, None  # a larger budget: go on where it stopped
-        if env.is_main:
-            print(f"[spt] resuming {self.stage} from {self.last_path} at epoch {s.epoch}, "
-                  f"batch {s.batch}, step {s.step}"
-                  + (f" on {env.world_size} ranks (saved on {saved_world})"
-                     if saved_world != env.world_size else "")
-                  + (f" (stopped by {s.stopped_by})" if s.done else ""))
+        saved_world = restore_rng(ck, self.gen, self.device, self.cfg.seed, s.step, self.env)
+        s.reopen(self.cfg.max_time)
+        if self.env.is_main:
+            print(resume_note(s, self.stage, self.last_path, self.env.world_size, saved_world))
 
     # ------------------------------------------------------------------ the run
     def train(self, evaluate_test: bool) -> RunResult:
@@ -407,7 +226,7 @@ class _Run:
         statistics are added to `totals`. micro: more micro-batches follow before the step (DDP
         skips its gradient all-reduce)."""
         if self.graphed is not None:  # the same step over static buffers, replayed on CUDA
-            loss, stats = self.graphed(_to(batch, self.device))
+            loss, stats = self.graphed(to_device(batch, self.device))
         else:
             loss, stats = self._eager_step(batch, weight, micro)
         self.curves.batch(batch, loss)
@@ -422,8 +241,8 @@ class _Run:
         no_sync = self.fwd.no_sync if micro and hasattr(self.fwd, "no_sync") else nullcontext
         with no_sync():
             with autocast(self.device, self.cfg):
-                loss, stats = self.objective.step(self.fwd, _to(batch, self.device), self.gen)
-            loss, stats = _global_loss(loss, stats, weight, self.env)
+                loss, stats = self.objective.step(self.fwd, to_device(batch, self.device), self.gen)
+            loss, stats = D.global_loss(loss, stats, weight, self.env)
             (loss / self.cfg.accum_steps).backward()
         return loss, stats
 
@@ -487,13 +306,10 @@ class _Run:
         return D.any_rank(torch.tensor(over), self.env) if self.env.active else over
 
     def check_finite(self) -> None:
+        """Stop with NonFiniteLossError once any rank has seen a non-finite loss (a collective)."""
         if D.any_rank(self.bad, self.env):
-            raise NonFiniteLossError(
-                f"{self.stage}: the training loss became non-finite (NaN/inf) in epoch "
-                f"{self.state.epoch} near optimiser step {self.state.step} (lr "
-                f"{self.sched.get_last_lr()[0]:.3g}). The run stopped; "
-                f"{_kept_files(self.best_path, self.last_path)}. Try a lower lr, warmup_steps, or "
-                f"grad_clip.")
+            raise non_finite_error(self.stage, self.state.epoch, self.state.step,
+                                   self.sched.get_last_lr()[0], self.best_path, self.last_path)
 
     # ------------------------------------------------------------------ validate and save
     def validate_and_save(self, epoch: int, totals: dict, partial: bool) -> None:
@@ -505,7 +321,7 @@ class _Run:
         train_m = self.objective.metrics(reduced) if reduced else {}
         val_m = self.evaluate_split("val")
         if select not in val_m:
-            raise ValueError(_select_error(select, val_m, self.objective))
+            raise ValueError(select_error(select, val_m, self.objective))
         self.bar.set_postfix({"epoch": epoch + 1, f"val_{select}": f"{val_m[select]:.4f}"})
         score = self.sign * val_m[select]
         if cfg.schedule == "plateau" and not partial:  # the reduced lr applies from the next step
@@ -524,34 +340,23 @@ class _Run:
             if self.env.is_main:
                 atomic_save({**snap, "epoch": done_epochs, "val_metrics": val_m, "select": select},
                             self.best_path)
-        if not partial:
-            self.count_patience(epoch, score)
+        if not partial:  # the epochs without a better score, toward cfg.patience
+            s.count_patience(epoch, score, self.steps_per_epoch, cfg.warmup_steps)
             reason = self.stopping("validation")
             if reason is not None:
                 s.stop(reason)
             s.next_epoch()
         self.save_last(totals if partial else None)
 
-    def count_patience(self, epoch: int, score: float) -> None:
-        """After the full validation of epoch `epoch`: the epochs without a better score."""
-        s = self.state
-        if score > s.patience_best:
-            s.patience_best, s.bad_epochs = score, 0
-        else:  # the epochs since the last validation, less those that ended in the warmup
-            s.bad_epochs += sum(1 for e in range(s.validated + 1, epoch + 2)
-                                if min(e * self.steps_per_epoch, s.step) >= self.cfg.warmup_steps)
-        s.validated = epoch + 1
-
     def evaluate_split(self, split: str) -> dict:
+        """The metrics of the current weights on task.<split>; timed for the observer, if any."""
         dataset = getattr(self.task, split)
-        if self.observer is None:
-            return evaluate(self.model, self.objective, dataset, self.cfg, self.device, env=self.env,
-                            split=split)
-        start = timestamp(self.device)
+        start = timestamp(self.device) if self.observer is not None else None
         metrics = evaluate(self.model, self.objective, dataset, self.cfg, self.device, env=self.env,
                            split=split)
-        self.observer({"kind": "eval", "stage": self.stage, "split": split,
-                       "examples": len(dataset), "seconds": timestamp(self.device) - start})
+        if self.observer is not None:
+            self.observer({"kind": "eval", "stage": self.stage, "split": split,
+                           "examples": len(dataset), "seconds": timestamp(self.device) - start})
         return metrics
 
     def snapshot(self) -> dict:
@@ -566,7 +371,7 @@ class _Run:
         s, env = self.state, self.env
         s.time = self.clock() - self.t0
         totals = D.all_reduce_sums(dict(totals or {}), env)
-        rngs = D.gather_objects(_rng_state(self.gen, self.device), env)
+        rngs = D.gather_objects(rng_state(self.gen, self.device), env)
         snap, optim = self.snapshot(), D.optimizer_state(self.model, self.opt, self.names)
         if env.is_main:
             s.totals = {k: float(v) for k, v in totals.items()}
@@ -587,8 +392,7 @@ class _Run:
         self.model.to(self.device)
         test_m = self.evaluate_split("test") if evaluate_test else {}
         stopped_by = s.stopped_by or ("epochs" if s.epoch >= cfg.epochs else "")
-        history = _history_dataset(s.history, self.stage)
-        history.attrs.update(select=self.select, stopped_by=stopped_by)
+        history = history_dataset(s.history, self.stage, select=self.select, stopped_by=stopped_by)
         return RunResult(model=self.model, history=history, best_checkpoint=self.best_path,
                          best_epoch=best["epoch"], val_metrics=best["val_metrics"],
                          test_metrics=test_m, steps=s.step, select=self.select,

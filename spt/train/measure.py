@@ -266,11 +266,13 @@ def measure_step(model, objective, batch: dict, cfg: TrainConfig, device: torch.
     graphs.skipped = graphs_unavailable(cfg, env) or ("" if captured else "not asked for")
     graphed = None
 
-    def eager_step():
+    def eager_step() -> torch.Tensor:
+        """One eager forward and backward from a copy of the run's generator: the () loss, its
+        gradients left in p.grad."""
         with autocast(device, cfg):
             loss, _ = objective.step(model, batch, generator_copy(gen))
         (loss / cfg.accum_steps).backward()
-        _zero_grads(model)
+        return loss
 
     def gradients():
         return [None if p.grad is None else p.grad.detach().clone() for p in model.parameters()
@@ -280,10 +282,7 @@ def measure_step(model, objective, batch: dict, cfg: TrainConfig, device: torch.
         with forked_rng(device):
             model.train()
             torch.manual_seed(0)
-            with autocast(device, cfg):
-                loss, _ = objective.step(model, batch, generator_copy(gen))
-            (loss / cfg.accum_steps).backward()
-            want = ([loss.detach()], gradients())
+            want = ([eager_step().detach()], gradients())
             _zero_grads(model)
             if not graphs.skipped:
                 try:
@@ -299,7 +298,7 @@ def measure_step(model, objective, batch: dict, cfg: TrainConfig, device: torch.
                         graphs.skipped = f"disagrees with the eager step ({graphs.error:.2g} > {tol:g})"
                 except Exception as e:  # a step that cannot be captured here is skipped
                     graphs.skipped = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
-            calls = {"eager": eager_step}
+            calls = {"eager": lambda: (eager_step(), _zero_grads(model))}
             if not graphs.skipped:  # its static gradients attached again before each call
                 calls["graphs"] = lambda: (graphed.zero_grad(), graphed(batch))
             timed([eager, graphs], alternating(calls, device, repeats, min_seconds), "eager")

@@ -4,7 +4,7 @@
     ft = finetune(task, pt.best_checkpoint, train_cfg, "runs/ft")
     sc = train_from_scratch(task, model_cfg, train_cfg, "runs/scratch")
 
-Each returns a :class:`~spt.train.engine.RunResult` (model with its best-validation weights,
+Each returns a :class:`~spt.train.result.RunResult` (model with its best-validation weights,
 history as an xarray Dataset, metrics). Pretraining uses only the task's training split (its labels
 are never read); its checkpoint is selected on the validation split's denoising loss (the history
 also records masked-token accuracy for CE and R² of the reconstruction for L1, the metrics the
@@ -28,9 +28,10 @@ from ..model_config import ModelConfigType, model_config_from_dict, model_config
 from ..models.model import classifier_model, joint_model, pretraining_model
 from ..models.task_init import apply_task_init_
 from .checkpoint import digest, load_backbone, load_checkpoint
-from .engine import RunResult, fit
+from .engine import fit
 from .joint import JointDenoising
 from .objectives import Denoising, Supervised
+from .result import RunResult
 
 
 def _meta(model_cfg: ModelConfigType, spec: TaskSpec,

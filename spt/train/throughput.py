@@ -21,7 +21,7 @@ import dataclasses
 import math
 import time
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 
@@ -30,12 +30,12 @@ from ..data.task import N_SPECIAL, TaskSpec
 from ..models.attention import Attention
 from ..models.model import count_parameters, pretraining_model
 from ..models.ssm import SSMBlock
-from .engine import set_grad_checkpointing
 from .graphs import WARMUP as GRAPH_WARMUP
 from .graphs import GraphedStep
 from .objectives import Denoising
 from .optim import build_optimizer
-from .paths import choose
+from .paths import Chosen, choose
+from .run_setup import set_grad_checkpointing
 
 
 @dataclass
@@ -210,6 +210,35 @@ def measure_training_step(name: str, model_cfg, objective: ObjectiveConfig, spec
     find_syncs : list the host-device syncs of one step (StepReport.host_syncs; CUDA only).
     """
     cfg = train_cfg or TrainConfig(device=str(device))
+    model, obj, batch, chosen = _training_setup(model_cfg, objective, spec, batch_size, device, cfg)
+    if flops is None:
+        flops = count_step_flops(model, obj, batch, device)
+    syncs = host_syncs_per_step(model, obj, batch, device) if find_syncs else []
+    step, graphed, losses = _training_step(model, obj, batch, cfg, device, chosen)
+    if graphed is not None and device.type == "cuda":
+        warmup = max(warmup, GRAPH_WARMUP + 1)
+    torch.manual_seed(cfg.seed)  # dropout: the same draws whether or not FLOPs were counted here
+    try:
+        dt = _seconds_per_step(step, device, warmup, steps, min_time)
+    finally:
+        if graphed is not None:
+            graphed.close()
+    mem = torch.cuda.max_memory_allocated(device) / 2 ** 30 if device.type == "cuda" else math.nan
+    peak = peak_flops or peak_matmul_flops(device)
+    return StepReport(name=name, params=count_parameters(model), batch=batch_size,
+                      seq_len=spec.seq_len, step_s=dt, tokens_per_s=batch_size * spec.seq_len / dt,
+                      flops_per_step=flops, mfu=flops / dt / peak, peak_mem_gb=mem,
+                      peak_flops=peak, host_syncs=syncs,
+                      losses=torch.stack(losses).tolist(), graphs=graphed is not None,
+                      paths=chosen.kinds())
+
+
+def _training_setup(model_cfg, objective: ObjectiveConfig, spec: TaskSpec, batch_size: int,
+                    device: torch.device, cfg: TrainConfig) -> tuple:
+    """(model, Denoising objective, batch, Chosen): the pretraining model of `model_cfg` built
+    after torch.manual_seed(0), in training mode with cfg's activation checkpointing; a synthetic
+    batch (:func:`synthetic_batch`: inputs (batch_size, seq_len) tokens or (batch_size, seq_len,
+    d_input) values); and the implementation paths chosen on it as fit() chooses them."""
     torch.manual_seed(0)
     model = pretraining_model(model_cfg, spec, objective).to(device)
     set_grad_checkpointing(model, cfg.grad_checkpointing)
@@ -218,18 +247,21 @@ def measure_training_step(name: str, model_cfg, objective: ObjectiveConfig, spec
     batch = synthetic_batch(spec, batch_size, device)
     chosen = choose(model, obj, batch, cfg, device, torch.Generator(device=device).manual_seed(0),
                     total_steps=None)
-    if flops is None:
-        flops = count_step_flops(model, obj, batch, device)
-    syncs = host_syncs_per_step(model, obj, batch, device) if find_syncs else []
+    return model, obj, batch, chosen
+
+
+def _training_step(model, obj, batch: dict, cfg: TrainConfig, device: torch.device,
+                   chosen: Chosen) -> tuple[Callable[[], None], Optional[GraphedStep], list]:
+    """(step, graphed, losses): `step()` is one of fit()'s optimiser steps on `batch`: forward
+    and backward (eagerly under autocast, or through `graphed`, the GraphedStep built when the
+    step's path is "graphs", else None), its loss appended to `losses` as a () float32 tensor,
+    gradient clipping, the AdamW step and the gradients cleared."""
     opt = build_optimizer(model, cfg)
     fwd = torch.compile(model) if cfg.compile else model
     gen = torch.Generator(device=device).manual_seed(cfg.seed)
     graphed = (GraphedStep(model, fwd, obj, cfg, device, gen)
                if chosen.paths.get("step") == "graphs" else None)
-    if graphed is not None and device.type == "cuda":
-        warmup = max(warmup, GRAPH_WARMUP + 1)
-    losses = []
-    torch.manual_seed(cfg.seed)  # dropout: the same draws whether or not FLOPs were counted here
+    losses: list = []
 
     def step():
         if graphed is None:
@@ -249,26 +281,22 @@ def measure_training_step(name: str, model_cfg, objective: ObjectiveConfig, spec
         else:
             graphed.zero_grad()
 
-    try:
-        for _ in range(warmup):
-            step()
-        _sync(device)
-        if device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(device)
-        n, t = 0, time.perf_counter()
-        while n < steps or (time.perf_counter() - t < min_time and n < 100 * steps):
-            step()
-            n += 1
-        _sync(device)
-        dt = (time.perf_counter() - t) / n
-    finally:
-        if graphed is not None:
-            graphed.close()
-    mem = torch.cuda.max_memory_allocated(device) / 2 ** 30 if device.type == "cuda" else math.nan
-    peak = peak_flops or peak_matmul_flops(device)
-    return StepReport(name=name, params=count_parameters(model), batch=batch_size,
-                      seq_len=spec.seq_len, step_s=dt, tokens_per_s=batch_size * spec.seq_len / dt,
-                      flops_per_step=flops, mfu=flops / dt / peak, peak_mem_gb=mem,
-                      peak_flops=peak, host_syncs=syncs,
-                      losses=torch.stack(losses).tolist(), graphs=graphed is not None,
-                      paths=chosen.kinds())
+    return step, graphed, losses
+
+
+def _seconds_per_step(step: Callable[[], None], device: torch.device, warmup: int, steps: int,
+                      min_time: float) -> float:
+    """Mean seconds of one call of `step`, after `warmup` untimed calls: `steps` timed calls, and
+    more until `min_time` seconds have passed (at most 100 x steps). The device's peak memory
+    statistics are reset after the warm-up, so they cover the timed calls."""
+    for _ in range(warmup):
+        step()
+    _sync(device)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    n, t = 0, time.perf_counter()
+    while n < steps or (time.perf_counter() - t < min_time and n < 100 * steps):
+        step()
+        n += 1
+    _sync(device)
+    return (time.perf_counter() - t) / n
