@@ -16,7 +16,9 @@ spt reads every file any released version of it wrote, and files keep their mean
   (:data:`RETIRED_FIELDS`); a model config naming a user layer by an import path spt has since
   renamed (:data:`OLD_LAYER_PATHS`);
 * study result files (netCDF, ``attrs["config"]``) whose cell configuration lacks the later fields:
-  still their cell (:func:`without_later_fields`, used by spt.studies.machinery.cells).
+  still their cell (:func:`without_later_fields`, used by spt.studies.machinery.cells); whose
+  job's TrainConfigs hold the preset's seed, which the run replaced by the cell's
+  (:func:`cell_seeds_as_trained`).
 * result files and checkpoints written before spt recorded provenance (the code that made them):
   they have none; :func:`spt.results.provenance` shows empty fields for them, and a study run
   counts them as made by other spt code.
@@ -122,3 +124,28 @@ def cuda_rng_state(saved, device_index: int):
     if isinstance(saved, (list, tuple)):
         return saved[device_index]
     return saved
+
+
+def cell_seeds_as_trained(config: dict) -> dict:
+    """A stored cell configuration with each TrainConfig of its job at the seed that trained it,
+    the cell's (``config["seed"]``), as a cell's job now stores it (a copy).
+
+    Result files written before a cell's job carried its seed stored each stage's TrainConfig with
+    the preset's seed (0), which the run replaced by the cell's seed; their stages trained at the
+    cell's seed all the same. A TrainConfig is a dict below the top level holding "seed", "lr"
+    and "epochs" (a tiny LM's own config, with no epochs, keeps its seed)."""
+    seed = config.get("seed") if isinstance(config, dict) else None
+    if seed is None:
+        return config
+
+    def at_cell_seed(d):
+        if isinstance(d, dict):
+            out = {k: at_cell_seed(v) for k, v in d.items()}
+            if {"seed", "lr", "epochs"} <= out.keys():
+                out["seed"] = seed
+            return out
+        if isinstance(d, list):
+            return [at_cell_seed(v) for v in d]
+        return d
+
+    return {k: at_cell_seed(v) if k != "seed" else v for k, v in config.items()}

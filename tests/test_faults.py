@@ -33,6 +33,7 @@ from spt.layer_config import LayerConfig, UntrustedLayerError
 from spt.models.model import SequenceModel
 from spt.studies.machinery import cells
 from spt.studies.machinery.cells import Cell, run_cells
+from spt.studies.machinery.job import FunctionJob
 from spt.train import RunInUse, finetune, pretrain
 from spt.train.checkpoint import FORMAT, UnsafeCheckpointError, atomic_save, load_checkpoint, read_checkpoint
 
@@ -222,9 +223,11 @@ from functools import partial
 sys.path.insert(0, {here!r})
 import fault_cells
 from spt.studies.machinery.cells import Cell, run_cells
+from spt.studies.machinery.job import FunctionJob
 
 if __name__ == "__main__":
-    cells = [Cell({{"i": i}}, partial(fault_cells.run, {here!r}, i), {{"i": i}}) for i in range(2)]
+    cells = [Cell({{"i": i}}, None, FunctionJob(partial(fault_cells.run, {here!r}, i), {{"i": i}}))
+             for i in range(2)]
     ds = run_cells("faults", cells, {out!r}, workers={workers})
     print("RESULT", sorted(ds.test_accuracy.values.ravel().tolist()))
 '''
@@ -303,7 +306,7 @@ def test_two_runs_into_one_folder_divide_the_cells(tmp_path):
 
 
 def _claims_study(tmp_path):
-    return [Cell({"i": i}, partial(_value, i), {"i": i}) for i in range(2)]
+    return [Cell({"i": i}, None, FunctionJob(partial(_value, i), {"i": i})) for i in range(2)]
 
 
 def _value(i, run_dir):

@@ -15,6 +15,7 @@ import xarray as xr
 
 from spt import locks
 from spt.studies.machinery.cells import Cell, run_cells
+from spt.studies.machinery.job import FunctionJob
 
 pytestmark = pytest.mark.serial  # processes whose pids the locks name
 
@@ -70,7 +71,7 @@ def test_a_study_run_takes_over_a_claim_whose_pid_was_reused(tmp_path, sleeper):
     claim = tmp_path / "out" / "reused" / "i=0.claim"
     claim.parent.mkdir(parents=True)
     _write_lock(claim, sleeper.pid, since=time.time() - 3600)
-    cells = [Cell({"i": i}, partial(_value, i), {"i": i}) for i in range(2)]
+    cells = [Cell({"i": i}, None, FunctionJob(partial(_value, i), {"i": i})) for i in range(2)]
     lines = []
     ds = run_cells("reused", cells, tmp_path / "out", log=lines.append)
     assert sorted(ds.test_accuracy.values.ravel()) == [0.0, 1.0]
@@ -80,7 +81,7 @@ def test_a_study_run_takes_over_a_claim_whose_pid_was_reused(tmp_path, sleeper):
 def test_a_run_says_which_cells_another_run_computed(tmp_path, monkeypatch):
     from spt.studies.machinery import cells as cells_module
     monkeypatch.setattr(cells_module, "WAIT_POLL", 0.05)
-    study = [Cell({"i": i}, partial(_value, i), {"i": i}) for i in range(2)]
+    study = [Cell({"i": i}, None, FunctionJob(partial(_value, i), {"i": i})) for i in range(2)]
     claim = tmp_path / "out" / "shared" / "i=1.claim"
     claim.parent.mkdir(parents=True)
     claim.write_text(json.dumps({"host": "node17", "pid": 4242, "since": time.time()}))

@@ -73,5 +73,5 @@ def test_pathx256_s4_arm_pretrains_and_finetunes_at_65536_pixels(root, tmp_path)
     assert task.spec.seq_len == 65536 and task.spec.levels == 256
     model = pretraining_model(arm.model, task.spec, arm.objective)
     assert model.head.proj.out_features == 256
-    ds = run_arm(task, dry.arm(arm), seed=0, run_dir=tmp_path / "run")
+    ds = run_arm(task, dry.arm(arm).at(seed=0), run_dir=tmp_path / "run")
     assert np.isfinite(float(ds["pretrain_val_loss"])) and float(ds["seq_len"]) == 65536

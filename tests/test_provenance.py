@@ -15,6 +15,7 @@ import spt
 from spt.provenance import current_provenance, describe, git_commit, same_code
 from spt.results import other_code_note, provenance, read_result, run_config, write_result
 from spt.studies.machinery.cells import Cell, cell_key, load_study, run_cells
+from spt.studies.machinery.job import FunctionJob
 from spt.train.checkpoint import FORMAT, atomic_save, read_checkpoint
 
 OLD = {"spt": "0.0.1", "commit": "d" * 40, "torch": "2.0.0", "python": "3.10.0", "platform": "x",
@@ -84,8 +85,9 @@ def test_cells_made_by_another_version_are_reused_and_named(tmp_path):
     out = tmp_path / "out"
     _write_cell(out, {"seed": 0}, {"v": 0}, OLD)
     _write_cell(out, {"seed": 1}, {"v": 1}, None)  # written before spt recorded provenance
-    cells = [Cell({"seed": 0}, never_run, {"v": 0}), Cell({"seed": 1}, never_run, {"v": 1}),
-             Cell({"seed": 2}, partial(computed, 0.75), {"v": 2})]
+    cells = [Cell({"seed": 0}, None, FunctionJob(never_run, {"v": 0})),
+             Cell({"seed": 1}, None, FunctionJob(never_run, {"v": 1}, seed=1)),
+             Cell({"seed": 2}, None, FunctionJob(partial(computed, 0.75), {"v": 2}, seed=2))]
     ds = run_cells("st", cells, out, log=lambda s: None)
     np.testing.assert_allclose(ds.test_accuracy.values, [0.5, 0.5, 0.75])
     table = provenance(ds).set_index("seed")
@@ -104,14 +106,14 @@ def test_provenance_is_not_part_of_a_cells_identity(tmp_path):
     out = tmp_path / "out"
     f = _write_cell(out, {"seed": 0}, {"v": 0}, OLD)
     before = f.read_bytes()
-    run_cells("st", [Cell({"seed": 0}, never_run, {"v": 0})], out, log=lambda s: None)
+    run_cells("st", [Cell({"seed": 0}, None, FunctionJob(never_run, {"v": 0}))], out, log=lambda s: None)
     assert f.read_bytes() == before  # read, never rewritten with this version's provenance
     with pytest.raises(FileExistsError, match="differs in: v"):
-        run_cells("st", [Cell({"seed": 0}, never_run, {"v": 1})], out, log=lambda s: None)
+        run_cells("st", [Cell({"seed": 0}, None, FunctionJob(never_run, {"v": 1}))], out, log=lambda s: None)
 
 
 def test_results_all_made_here_give_no_note(tmp_path):
-    cells = [Cell({"seed": s}, partial(computed, 0.5), {"v": s}) for s in (0, 1)]
+    cells = [Cell({"seed": s}, None, FunctionJob(partial(computed, 0.5), {"v": s}, seed=s)) for s in (0, 1)]
     ds = run_cells("st", cells, tmp_path, log=lambda s: None)
     assert other_code_note(ds) is None and len(provenance(ds)) == 2
 
@@ -134,7 +136,8 @@ def test_study_run_prints_the_note(tmp_path, monkeypatch, capsys):
     study_module = importlib.import_module("spt.studies.machinery.study")
 
     _write_cell(tmp_path, {"seed": 0}, {"v": 0}, OLD)
-    reused = run_cells("st", [Cell({"seed": 0}, never_run, {"v": 0})], tmp_path, log=lambda s: None)
+    cells = [Cell({"seed": 0}, None, FunctionJob(never_run, {"v": 0}))]
+    reused = run_cells("st", cells, tmp_path, log=lambda s: None)
     monkeypatch.setattr(study_module, "run_cells", lambda *a, **k: reused)
     STUDY.run("smoke", tmp_path)
     assert "note: 1 of 1 results were made by other spt code (1 by spt 0.0.1" in capsys.readouterr().out

@@ -12,7 +12,9 @@ code exactly when the two configurations are the same run.
 
 `compare` prints how many cells keep their results, which moved (with the fields that differ),
 and which cells exist on one side only; it exits 1 when any moved or disappeared. The rule it
-applies is the comparing checkout's (the one that reads the files). Nothing is trained or read:
+applies is the comparing checkout's (the one that reads the files: an old configuration is read as
+a stored result's is, :func:`spt.compat.cell_seeds_as_trained`, then compared under
+:mod:`spt.same_run`). Nothing is trained or read:
 paper presets name a data folder ("DATA") that need not exist.
 """
 from __future__ import annotations
@@ -49,10 +51,11 @@ def _read(path: str) -> dict:
 
 def compare(old_path: str, new_path: str, show: int = 20) -> int:
     """Print which cells keep their results between two dumps; 1 when any moved or vanished."""
+    from spt.compat import cell_seeds_as_trained
     from spt.same_run import differences
 
     old, new = _read(old_path), _read(new_path)
-    moved = {k: differences(old[k], new[k]) for k in old.keys() & new.keys()}
+    moved = {k: differences(cell_seeds_as_trained(old[k]), new[k]) for k in old.keys() & new.keys()}
     moved = {k: d for k, d in moved.items() if d}
     gone, added = sorted(old.keys() - new.keys()), sorted(new.keys() - old.keys())
     kept = len(old.keys() & new.keys()) - len(moved)

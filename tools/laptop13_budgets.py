@@ -62,7 +62,7 @@ def main(out: Path) -> None:
         if path.exists():
             continue
         start = time.time()
-        ds = run_arm(ref, arm, seed, out / "runs" / name)
+        ds = run_arm(ref, arm.at(seed), out / "runs" / name)
         row = {"test": float(ds["test_accuracy"]), "val": float(ds["val_accuracy"]),
                "epochs": float(ds["epochs_run"]), "best_epoch": float(ds["best_epoch"]),
                "seconds": time.time() - start}

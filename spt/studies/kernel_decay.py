@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 import xarray as xr
@@ -27,7 +27,7 @@ from ..provenance import current_provenance
 from ..ssm_config import SSMConfig
 from ..train import pretrain
 from .machinery.arms import TaskRef, task_ref
-from .machinery.job import Entry, GridPreset, Job
+from .machinery.job import Entry, GridPreset, Job, at_seed
 from .machinery.smoke import shrink, smoke_data_root, smoke_digits, smoke_listops, smoke_train
 from .machinery.stages import StageView
 from .machinery.study import Study, need_root
@@ -39,12 +39,13 @@ PERIODS = {"image": 32, "pathfinder": 32, "pathx": 128, "pathx256": 256, "digits
 LAPTOP_PRETRAIN_STEPS = 2000
 
 
-def kernels_run(ref: TaskRef, model, objective, pretrain_cfg, seed: int, period: int,
+def kernels_run(ref: TaskRef, model, objective, pretrain_cfg, period: int,
                 run_dir: Path) -> xr.Dataset:
-    """Pretrain S4 on the task, then K_max of its kernels and of its HiPPO initialisation."""
+    """Pretrain S4 on the task (at `pretrain_cfg`'s seed), then K_max of its kernels and of its
+    HiPPO initialisation drawn with the same seed."""
     task = ref.load()
-    pt = pretrain(task, model, objective, replace(pretrain_cfg, seed=seed), Path(run_dir) / "pretrain",
-                  resume=True)
+    seed = pretrain_cfg.seed
+    pt = pretrain(task, model, objective, pretrain_cfg, Path(run_dir) / "pretrain", resume=True)
     L = task.spec.seq_len
     pretrained = kernel_decay(pt.model, L).astype(np.float64)
     baseline = kernel_decay_baseline(pt.model, L, seed=seed).astype(np.float64)
@@ -75,17 +76,19 @@ class KernelProbe(Job):
         return {"model": model_config_to_dict(self.model), "objective": to_dict(self.objective),
                 "pretrain": to_dict(self.pretrain)}
 
-    def run(self, task, seed: int, run_dir) -> xr.Dataset:
-        return kernels_run(task, self.model, self.objective, self.pretrain, seed, self.period,
-                           run_dir)
+    @property
+    def seed(self) -> int:
+        return self.pretrain.seed
+
+    def at(self, seed: int, device: Optional[str] = None, paths=None) -> "KernelProbe":
+        return dataclasses.replace(self, pretrain=at_seed(self.pretrain, seed, device, paths))
+
+    def run(self, task, run_dir) -> xr.Dataset:
+        return kernels_run(task, self.model, self.objective, self.pretrain, self.period, run_dir)
 
     def stages(self, ref: TaskRef) -> list:
         return [StageView("pretrain", self.pretrain, self.model, ref, objective=self.objective,
                           row=self.row)]
-
-    def with_execution(self, device: str = "auto", paths="auto") -> "KernelProbe":
-        return dataclasses.replace(self, pretrain=replace(self.pretrain, device=device,
-                                                          paths=paths))
 
     def dry(self, dry) -> "KernelProbe":
         return dataclasses.replace(self, pretrain=dry.train(self.pretrain))

@@ -40,7 +40,7 @@ from ..train.engine import fit
 from ..train.objectives import Supervised
 from .machinery.arms import TaskRef, epochs_run, history_curve
 from .machinery.cells import scalar_dataset
-from .machinery.job import Entry, GridPreset, Job
+from .machinery.job import Entry, GridPreset, Job, at_seed
 from .machinery.smoke import default_smoke_root, smoke_data_root
 from .machinery.stages import StageView
 from .machinery.study import Study, need_root
@@ -183,27 +183,28 @@ def resolve_source(lm: LMConfig, tiny: Optional[TinyLMConfig]) -> LMConfig:
     return replace(lm, source=str(train_tiny_text_lm(smoke_lm_dir(tiny), tiny)))
 
 
-def run_cell(ref: TaskRef, lm: LMConfig, train: TrainConfig, seed: int,
+def run_cell(ref: TaskRef, lm: LMConfig, train: TrainConfig,
              tiny: Optional[TinyLMConfig], threads: Optional[int], run_dir: Path) -> xr.Dataset:
-    """Cell.run: finetune GPT-NeoX (`lm`) on `ref` with `seed`; scalars + per-epoch curves."""
+    """Cell.run: finetune GPT-NeoX (`lm`) on `ref` with `train` (at its seed); scalars + per-epoch
+    curves."""
     before = torch.get_num_threads()
     if threads:
         torch.set_num_threads(threads)
     try:
-        return _finetune_cell(ref, lm, train, seed, tiny, Path(run_dir))
+        return _finetune_cell(ref, lm, train, tiny, Path(run_dir))
     finally:
         torch.set_num_threads(before)
 
 
-def _finetune_cell(ref: TaskRef, lm: LMConfig, train: TrainConfig, seed: int,
+def _finetune_cell(ref: TaskRef, lm: LMConfig, train: TrainConfig,
                    tiny: Optional[TinyLMConfig], run_dir: Path) -> xr.Dataset:
     task = ref.load()
     lm_resolved = resolve_source(lm, tiny)  # before seeding: training the tiny LM draws numbers
-    torch.manual_seed(seed)  # random init and the new head
+    torch.manual_seed(train.seed)  # random init and the new head
     model = lm_classifier(lm_resolved, task.spec)
     n_params = sum(p.numel() for p in model.parameters())
     meta = {"lm": lm_dict(lm), "spec": dataclasses.asdict(task.spec)}
-    r = fit(model, Supervised(task.spec), task, replace(train, seed=seed), Path(run_dir) / "finetune",
+    r = fit(model, Supervised(task.spec), task, train, Path(run_dir) / "finetune",
             stage="finetune", meta=meta, resume=True)
     m = task.spec.score
     values = {f"test_{m}": r.test_metrics[m], f"val_{m}": r.val_metrics[m], "steps": r.steps,
@@ -232,14 +233,18 @@ class LMFinetune(Job):
         return {"lm": lm_dict(self.lm), "train": to_dict(self.train),
                 "tiny_lm": dataclasses.asdict(self.tiny) if self.tiny else None}
 
-    def run(self, task, seed: int, run_dir) -> xr.Dataset:
-        return run_cell(task, self.lm, self.train, seed, self.tiny, self.threads, run_dir)
+    @property
+    def seed(self) -> int:
+        return self.train.seed
+
+    def at(self, seed: int, device: Optional[str] = None, paths=None) -> "LMFinetune":
+        return dataclasses.replace(self, train=at_seed(self.train, seed, device, paths))
+
+    def run(self, task, run_dir) -> xr.Dataset:
+        return run_cell(task, self.lm, self.train, self.tiny, self.threads, run_dir)
 
     def stages(self, ref: TaskRef) -> list:
         return [StageView("finetune", self.train, self.lm, ref, row=self.row)]
-
-    def with_execution(self, device: str = "auto", paths="auto") -> "LMFinetune":
-        return dataclasses.replace(self, train=replace(self.train, device=device, paths=paths))
 
     def dry(self, dry) -> "LMFinetune":
         return dataclasses.replace(self, train=dry.train(self.train))

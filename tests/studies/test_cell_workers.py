@@ -29,12 +29,14 @@ from functools import partial
 sys.path.insert(0, {here!r})
 import slow_cell
 from spt.studies.machinery.cells import Cell, run_cells
+from spt.studies.machinery.job import FunctionJob
 
 if __name__ == "__main__":
     # Ctrl-C raises KeyboardInterrupt, even when this test runs in a background job (which
     # starts with SIGINT ignored)
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    cells = [Cell({{"i": i}}, partial(slow_cell.run, {pids!r}), {{"i": i}}) for i in range(2)]
+    cells = [Cell({{"i": i}}, None, FunctionJob(partial(slow_cell.run, {pids!r}), {{"i": i}}))
+             for i in range(2)]
     run_cells("slow", cells, {out!r}, workers=2)
 '''
 

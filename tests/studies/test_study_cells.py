@@ -6,6 +6,7 @@ import pytest
 import xarray as xr
 
 from spt.studies.machinery.cells import Cell, load_study, run_cells
+from spt.studies.machinery.job import FunctionJob
 
 
 def fake_run(value: float, calls_dir, run_dir) -> xr.Dataset:
@@ -18,8 +19,9 @@ def fake_run(value: float, calls_dir, run_dir) -> xr.Dataset:
 
 
 def cells(calls, values=(1.0, 2.0, 3.0), extra=None):
-    return [Cell({"task": "t", "fraction": v, "seed": 0}, partial(fake_run, v, calls),
-                 {"v": v, **(extra or {})}) for v in values]
+    return [Cell({"task": "t", "fraction": v, "seed": 0}, None,
+                 FunctionJob(partial(fake_run, v, calls), {"v": v, **(extra or {})}))
+            for v in values]
 
 
 def test_run_cells_writes_one_file_per_cell_and_reuses_them(tmp_path):
@@ -79,8 +81,8 @@ def test_a_result_file_renamed_over_another_cell_is_refused_naming_it(tmp_path):
 
 
 def test_cells_must_share_dims_and_be_distinct(tmp_path):
-    a = Cell({"task": "t"}, partial(fake_run, 1.0, tmp_path), {})
-    b = Cell({"model": "m"}, partial(fake_run, 1.0, tmp_path), {})
+    a = Cell({"task": "t"}, None, FunctionJob(partial(fake_run, 1.0, tmp_path), {}))
+    b = Cell({"model": "m"}, None, FunctionJob(partial(fake_run, 1.0, tmp_path), {}))
     with pytest.raises(ValueError, match="dims"):
         run_cells("st", [a, b], tmp_path)
     with pytest.raises(ValueError, match="same coordinates"):
@@ -107,3 +109,60 @@ def test_task_ref_fraction_is_a_nested_subset_of_the_training_split():
     assert len(part.val) == len(full.val) and len(part.test) == len(full.test)
     rows = {tuple(full.train[i]["inputs"].ravel().tolist()) for i in range(200)}
     assert all(tuple(part.train[i]["inputs"].ravel().tolist()) in rows for i in range(50))
+
+
+def _tiny_arm():
+    from spt.config import ObjectiveConfig, TrainConfig, TransformerConfig
+    from spt.studies.machinery.arms import Arm, TaskRef
+    ref = TaskRef("digits", options=(("size", 8), ("n_train", 16), ("val_size", 16),
+                                     ("test_size", 16)))
+    model = TransformerConfig(d_model=8, n_layers=1, n_heads=2, d_ff=16, max_len=64)
+    train = TrainConfig(lr=3e-3, batch_size=8, epochs=1, progress=False)
+    return ref, Arm(model=model, train=train, objective=ObjectiveConfig("masked"), pretrain=train,
+                    lr_grid=(3e-3, 1e-3))
+
+
+def test_a_stored_result_holds_the_trainconfigs_that_trained_it(tmp_path):
+    """The cell's job is at its seed: the TrainConfigs its result file stores are those its
+    checkpoints were trained with (seed, lr and all; execution settings aside)."""
+    from spt.results import read_result, run_config
+    from spt.same_run import differences
+    from spt.studies.machinery.cells import cell_file
+    from spt.train.checkpoint import read_checkpoint
+
+    ref, arm = _tiny_arm()
+    cell = Cell({"task": "digits", "seed": 2}, ref, arm.at(2, device="cpu"))
+    run_cells("st", [cell], tmp_path, log=lambda s: None)
+    stored = run_config(read_result(cell_file(tmp_path, "st", cell)))["cell"]
+    assert stored["seed"] == 2 and stored["arm"]["lr_grid"] == [3e-3, 1e-3]
+    runs = tmp_path / "st" / "runs" / cell.key
+    trained = {"pretrain": read_checkpoint(runs / "pretrain" / "best.pt")["train_config"],
+               "train": read_checkpoint(runs / "finetune_lr=0.003" / "best.pt")["train_config"]}
+    for stage, cfg in trained.items():
+        assert cfg["seed"] == 2 and cfg["lr"] == 3e-3  # train.lr: the grid's first lr
+        assert differences(cfg, stored["arm"][stage]) == []  # the same run
+    assert read_checkpoint(runs / "finetune_lr=0.001" / "best.pt")["train_config"]["seed"] == 2
+
+
+def test_a_cell_refuses_a_job_at_another_seed_and_an_lr_grid_without_train_lr():
+    ref, arm = _tiny_arm()
+    with pytest.raises(ValueError, match=r"job.at\(2\)"):
+        Cell({"task": "digits", "seed": 2}, ref, arm.at(1))
+    import dataclasses
+    with pytest.raises(ValueError, match="must start with train.lr"):
+        dataclasses.replace(arm, lr_grid=(1e-3, 3e-3))
+
+
+def test_results_stored_before_jobs_carried_their_seed_are_still_their_cells():
+    """Older result files stored each stage's TrainConfig at the preset's seed (0) and trained it
+    at the cell's: read back, they are the same run as the cell's job now."""
+    from spt.compat import cell_seeds_as_trained
+    from spt.same_run import differences
+
+    ref, arm = _tiny_arm()
+    now = arm.at(2).cell_config(ref)
+    old = {**arm.cell_config(ref), "seed": 2}  # the preset's arm, seed 0 in its TrainConfigs
+    assert old["arm"]["train"]["seed"] == 0 and differences(old, now)
+    assert differences(cell_seeds_as_trained(old), now) == []
+    tiny_lm = {"seed": 2, "tiny_lm": {"seed": 0, "lr": 1e-2, "steps": 150}}  # not a TrainConfig
+    assert cell_seeds_as_trained(tiny_lm) == tiny_lm

@@ -231,6 +231,7 @@ def test_a_cell_out_of_memory_is_retried_with_half_the_batch():
 
     from spt.studies.commands.check import run_check
     from spt.studies.machinery.cells import Cell
+    from spt.studies.machinery.job import FunctionJob
 
     def oom(run_dir):
         raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
@@ -243,15 +244,15 @@ def test_a_cell_out_of_memory_is_retried_with_half_the_batch():
 
     def halved(split):
         tried.append(split)
-        return {"task=a": Cell({"task": "a"}, oom if split < 4 else fits, {})}
+        return {"task=a": Cell({"task": "a"}, None, FunctionJob(oom if split < 4 else fits, {}))}
 
     logged = []
-    (r,) = run_check("x", [Cell({"task": "a"}, oom, {})], torch.device("cpu"), logged.append,
-                     dry_batch=None, halved=halved)
+    cells = [Cell({"task": "a"}, None, FunctionJob(oom, {}))]
+    (r,) = run_check("x", cells, torch.device("cpu"), logged.append, dry_batch=None, halved=halved)
     assert tried == [2, 4] and r.ok and r.split == 4 and r.params == 10
     assert "batch / 4, accumulation x 4" in logged[-1]
     assert sum("retrying" in line for line in logged) == 2
-    (r,) = run_check("x", [Cell({"task": "a"}, oom, {})], torch.device("cpu"), logged.append)
+    (r,) = run_check("x", cells, torch.device("cpu"), logged.append)
     assert not r.ok and r.oom and r.split == 1  # a fixed batch is not retried
 
 

@@ -99,9 +99,9 @@ def test_a_scratch_lr_grid_keeps_the_best_validation_run(tmp_path):
     ref = TaskRef("digits", options=(("size", 8), ("n_train", 32), ("val_size", 40),
                                      ("test_size", 40)))
     model = TransformerConfig(d_model=16, n_layers=1, n_heads=2, d_ff=32, max_len=64)
-    arm = Arm(model=model, train=TrainConfig(lr=1e-3, batch_size=16, epochs=3, progress=False),
+    arm = Arm(model=model, train=TrainConfig(lr=1e-9, batch_size=16, epochs=3, progress=False),
               lr_grid=(1e-9, 3e-3))  # 1e-9 cannot learn anything in 3 epochs
-    ds = run_arm(ref, arm, seed=0, run_dir=tmp_path)
+    ds = run_arm(ref, arm.at(seed=0), run_dir=tmp_path)
     from spt.train.checkpoint import read_checkpoint
     val = {lr: read_checkpoint(tmp_path / f"scratch_lr={lr:g}" / "best.pt")["val_metrics"]["accuracy"]
            for lr in arm.lr_grid}

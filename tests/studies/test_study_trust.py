@@ -14,6 +14,7 @@ import xarray as xr
 
 from spt.cli import main
 from spt.studies.machinery.cells import Cell, run_cells
+from spt.studies.machinery.job import FunctionJob
 
 pytestmark = pytest.mark.serial  # several runs into one folder at once, in processes
 
@@ -27,8 +28,9 @@ def slow_run(value: float, calls_dir: Path, run_dir) -> xr.Dataset:
 
 
 def cells(calls, values=(1.0, 2.0, 3.0, 4.0, 5.0, 6.0), device="auto"):
-    return [Cell({"fraction": v, "seed": 0}, partial(slow_run, v, calls),
-                 {"v": v, "arm": {"train": {"lr": 1e-3, "device": device, "num_workers": 0}}})
+    train = {"lr": 1e-3, "device": device, "num_workers": 0}
+    return [Cell({"fraction": v, "seed": 0}, None,
+                 FunctionJob(partial(slow_run, v, calls), {"v": v, "arm": {"train": train}}))
             for v in values]
 
 
@@ -164,7 +166,8 @@ def body(value, calls, run_dir):
 
 def cells(calls):
     from spt.studies.machinery.cells import Cell
-    return [Cell({"fraction": v, "seed": 0}, partial(body, v, calls), {"v": v})
+    from spt.studies.machinery.job import FunctionJob
+    return [Cell({"fraction": v, "seed": 0}, None, FunctionJob(partial(body, v, calls), {"v": v}))
             for v in (1.0, 2.0, 3.0, 4.0, 5.0, 6.0)]
 '''
 

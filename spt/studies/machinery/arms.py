@@ -3,7 +3,7 @@
     ref = TaskRef("listops", root="data")                       # loaded inside the worker
     arm = Arm(model=cfg, train=TrainConfig(...), objective=ObjectiveConfig("masked"),
               pretrain=TrainConfig(...))                          # SPT; objective=None: scratch
-    ds = run_arm(ref.load(), arm, seed=0, run_dir=Path("runs/x"))  # scalars + curves
+    ds = run_arm(ref.load(), arm.at(seed=0), run_dir=Path("runs/x"))  # scalars + curves
 
 The returned Dataset holds (``<m>`` = accuracy, or r2 for regression tasks):
   test_<m>, val_<m>, steps, best_epoch, epochs_run, params, lr, seq_len,
@@ -32,7 +32,7 @@ from ...provenance import current_provenance
 from ...ssm_config import SSMConfig
 from ...train import finetune, pretrain, train_from_scratch
 from .cells import scalar_dataset
-from .job import Job
+from .job import Job, at_seed
 
 
 @dataclass(frozen=True)
@@ -125,8 +125,8 @@ class Arm(Job):
                 evaluation can cost a third of its time; the supervised run's early stopping and
                 selection always use the whole validation set.
     lr_grid   : learning rates of the supervised run to try (each a full run; the one with the best
-                validation score is reported, as App. C.1.4 does for scratch on Text);
-                empty = `train.lr` only.
+                validation score is reported, as App. C.1.4 does for scratch on Text), the first
+                of them `train.lr`; empty = `train.lr` only.
     note      : how this arm reads the paper where the paper is ambiguous, or why a preset stands
                 in for it, one line per note ("" = nothing to say); not part of the result's
                 identity.
@@ -155,6 +155,10 @@ class Arm(Job):
             raise ValueError("Arm: give both objective and pretrain (SPT) or neither (scratch)")
         if any(not lr > 0 for lr in self.lr_grid):
             raise ValueError(f"Arm.lr_grid must hold positive learning rates, got {self.lr_grid}")
+        if self.lr_grid and self.lr_grid[0] != self.train.lr:
+            raise ValueError(f"Arm.lr_grid {self.lr_grid} must start with train.lr "
+                             f"({self.train.lr:g}), so the stored TrainConfig holds an lr that "
+                             f"trained: set train=replace(train, lr={self.lr_grid[0]!r})")
         if self.pretrain_val is not None and (self.pretrain is None or self.pretrain_val < 1):
             raise ValueError(f"Arm.pretrain_val={self.pretrain_val!r}: a number of validation "
                              f"examples >= 1, for an SPT arm (one with pretrain)")
@@ -194,16 +198,19 @@ class Arm(Job):
         return [StageView("pretrain", self.pretrain, objective=self.objective, **common),
                 supervised]
 
-    def with_execution(self, device: str = "auto", paths="auto") -> "Arm":
-        run = dict(device=device, paths=paths)
-        pt = replace(self.pretrain, **run) if self.pretrain else None
-        return dataclasses.replace(self, train=replace(self.train, **run), pretrain=pt)
+    @property
+    def seed(self) -> int:
+        return self.train.seed
+
+    def at(self, seed: int, device: Optional[str] = None, paths=None) -> "Arm":
+        pt = at_seed(self.pretrain, seed, device, paths) if self.pretrain else None
+        return dataclasses.replace(self, train=at_seed(self.train, seed, device, paths), pretrain=pt)
 
     def dry(self, dry) -> "Arm":
         return dry.arm(self)
 
-    def cell_config(self, ref: TaskRef, seed: int) -> dict:
-        out = {"task": ref.to_dict(), "arm": self.to_dict(), "seed": int(seed)}
+    def cell_config(self, ref: TaskRef) -> dict:
+        out = {"task": ref.to_dict(), "arm": self.to_dict(), "seed": self.seed}
         if self.is_spt and is_pair_task(ref):
             # pretraining reads both documents of batch_size pairs a step (2 x batch_size
             # documents, as the authors' AAN collate): results from one document per batch item
@@ -211,9 +218,9 @@ class Arm(Job):
             out["pretrain_batch"] = "pairs"
         return out
 
-    def run(self, task: Union[Task, TaskRef], seed: int, run_dir: Path) -> xr.Dataset:
+    def run(self, task: Union[Task, TaskRef], run_dir: Path) -> xr.Dataset:
         """:func:`run_arm` of this arm."""
-        return run_arm(task, self, seed, run_dir)
+        return run_arm(task, self, run_dir)
 
 
 def is_pair_task(ref) -> bool:
@@ -249,8 +256,9 @@ def _stage_time(history: xr.Dataset) -> float:
         else float("nan")
 
 
-def run_arm(task: Union[Task, TaskRef], arm: Arm, seed: int, run_dir: Path) -> xr.Dataset:
-    """Train `arm` on `task` with `seed` (SPT: pretrain -> finetune best checkpoint; else scratch).
+def run_arm(task: Union[Task, TaskRef], arm: Arm, run_dir: Path) -> xr.Dataset:
+    """Train `arm` on `task` (SPT: pretrain -> finetune best checkpoint; else scratch), each stage
+    with its own TrainConfig as it is: its seed, device and paths are those :meth:`Arm.at` set.
 
     task : a Task, or a TaskRef loaded here (in the worker process that runs the cell).
 
@@ -269,8 +277,8 @@ def run_arm(task: Union[Task, TaskRef], arm: Arm, seed: int, run_dir: Path) -> x
             from torch.utils.data import Subset
             n = min(arm.pretrain_val, len(task.val))
             pt_task = Task(task.spec, task.train, Subset(task.val, range(n)), task.test)
-        pt = pretrain(pt_task, arm.model, arm.objective, replace(arm.pretrain, seed=seed),
-                      run_dir / "pretrain", resume=True)
+        pt = pretrain(pt_task, arm.model, arm.objective, arm.pretrain, run_dir / "pretrain",
+                      resume=True)
         pt_vals.update(pretrain_steps=pt.steps, pretrain_time=_stage_time(pt.history),
                        **{f"pretrain_val_{k}": v for k, v in pt.val_metrics.items()})
         arrays["pretrain_curve_train_loss"] = history_curve(pt.history, "train_loss", "pt_epoch")
@@ -279,7 +287,7 @@ def run_arm(task: Union[Task, TaskRef], arm: Arm, seed: int, run_dir: Path) -> x
     # the supervised stage at each lr of arm.lr_grid (or train.lr alone); best validation kept
     tries = []
     for lr in arm.lr_grid or (arm.train.lr,):
-        cfg = replace(arm.train, seed=seed, lr=lr)
+        cfg = replace(arm.train, lr=lr)
         stage = "finetune" if checkpoint is not None else "scratch"
         out = run_dir / (f"{stage}_lr={lr:g}" if arm.lr_grid else stage)
         if checkpoint is not None:

@@ -23,6 +23,7 @@ import numpy as np
 import xarray as xr
 
 from ...atomic import writable_dir
+from ...compat import cell_seeds_as_trained
 from ...results import combine_results, read_result, run_config
 from ...same_run import differences, identity
 from .claims import holder, release, try_claim
@@ -37,25 +38,45 @@ from .workers import (
 
 @dataclass(frozen=True)
 class Cell:
-    """One point of a study grid.
+    """One point of a study grid: where it sits, what it reads, what it trains.
 
     coords : {dim: value} of this cell, e.g. {"task": "listops", "init": "spt", "seed": 0}; every
              cell of a study has the same dims. Values are str, int or float.
-    run    : run(run_dir: Path) -> xr.Dataset of this cell's metrics *without* the coords dims
-             (they are added here). Must be picklable (a module-level function or a
-             functools.partial of one) so cells can run in worker processes.
-    config : JSON-able description of everything that determines the result; stored in the file
-             and compared on rerun.
+    ref    : the task the job reads (a :class:`~spt.studies.machinery.arms.TaskRef`, loaded in the
+             worker that runs the cell).
+    job    : what the cell trains, at the cell's seed, device and paths
+             (:meth:`~spt.studies.machinery.job.Job.at`): the job that trains is the job stored.
+
+    Its configuration (:attr:`config`, everything that decides the result; stored in the file and
+    compared on rerun) and its run (:meth:`run`) are the job's. A cell must be picklable (its ref
+    and job are frozen dataclasses) so it can run in a worker process.
     """
 
     coords: dict
-    run: Callable
-    config: dict
+    ref: object
+    job: object
+
+    def __post_init__(self):
+        if "seed" in self.coords and self.coords["seed"] != self.job.seed:
+            raise ValueError(f"cell {cell_key(self.coords)}: its job trains at seed "
+                             f"{self.job.seed}: give Cell the job at its seed, job.at("
+                             f"{self.coords['seed']})")
 
     @property
     def key(self) -> str:
         """File-name-safe name of the cell: ``task=listops__init=spt__seed=0``."""
         return cell_key(self.coords)
+
+    @property
+    def config(self) -> dict:
+        """What decides the cell's result: the task, the job (its TrainConfigs at the cell's seed)
+        and the seed (:meth:`Job.cell_config`)."""
+        return self.job.cell_config(self.ref)
+
+    def run(self, run_dir) -> xr.Dataset:
+        """Train the cell (resuming what run_dir holds): its metrics *without* the coords dims
+        (:func:`run_cells` adds them)."""
+        return self.job.run(self.ref, run_dir)
 
 
 def cell_key(coords: dict) -> str:
@@ -114,7 +135,7 @@ def existing_result(path: Path, cell: Cell):
     if not path.exists():
         return None
     ds = _named_as_written(path, read_result(path))
-    diffs = differences(run_config(ds).get("cell", {}), cell.config)
+    diffs = differences(cell_seeds_as_trained(run_config(ds).get("cell", {})), cell.config)
     if diffs:
         fields = ", ".join(path for path, _, _ in diffs[:8])
         runs = path.parent / "runs" / cell.key

@@ -85,7 +85,8 @@ class Setup:
         common = dict(batch_size=self.batch_size, progress=self.progress)
         supervised = dict(common, epochs=self.max_epochs, patience=self.patience, warmup_steps=20,
                           schedule="constant", eval_every=self.eval_every)
-        scratch = Arm(model=self.model(), train=TrainConfig(lr=self.scratch_lr, **supervised),
+        scratch_lr = self.scratch_lrs[0] if self.scratch_lrs else self.scratch_lr
+        scratch = Arm(model=self.model(), train=TrainConfig(lr=scratch_lr, **supervised),
                       lr_grid=self.scratch_lrs)
         arms = {
             "scratch": scratch,

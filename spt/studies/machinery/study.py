@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
@@ -86,15 +85,13 @@ def preset_cells(p: GridPreset, *, seeds: Optional[Sequence[int]] = None, device
     :class:`spt.studies.machinery.laptop.FewSteps` (the same cells, shrunk) or None. device and
     paths: where and how the cells execute (TrainConfig.device, .paths), not what they compute:
     a cell's identity is the same on every device and at every path."""
-    seeds = tuple(seeds) if seeds else p.seeds
     out = []
     for e in p.entries:
-        ref, job = e.task, e.job.with_execution(device, paths)
-        if dry is not None:
-            ref, job = dry.ref(ref, job), job.dry(dry)
-        for s in seeds:
-            out.append(Cell(coords={**dict(e.coords), "seed": int(s)},
-                            run=partial(job.run, ref, int(s)), config=job.cell_config(ref, s)))
+        for s in (tuple(seeds) if seeds else p.seeds):
+            ref, job = e.task, e.job.at(int(s), device, paths)
+            if dry is not None:
+                ref, job = dry.ref(ref, job), job.dry(dry)
+            out.append(Cell({**dict(e.coords), "seed": int(s)}, ref, job))
     return out
 
 
@@ -228,13 +225,15 @@ class Study:
             baselines: Optional[Sequence[str]] = None) -> xr.Dataset:
         """Run (or reuse) every cell of the preset; returns a Dataset over the study's dims
         (a "model" dim added by your `models`; init values "scratch+<prior>" added by
-        `baselines`, cheap priors trained from scratch beside each scratch arm). workers: cells
+        `baselines`, cheap priors trained from scratch beside each scratch arm). An empty
+        data_root, seeds, tasks, models or baselines (a notebook parameter's default) is none
+        given: the preset's own seeds, all its tasks, no models or baselines of yours. workers: cells
         in parallel processes (0: one per core; the smoke preset's cells then run in this
         process); paths: the implementation paths of every run (TrainConfig.paths: "auto",
         "reference" or a mapping); a different `workers`, device or paths agrees up to float
         rounding and reuses the finished cells (:func:`spt.studies.machinery.cells.run_cells`);
         which paths each cell ran is in its provenance (:func:`spt.results.provenance`)."""
-        p = self.preset(preset, data_root, tasks=tasks, models=models, baselines=baselines)
+        p = self.preset(preset, data_root or None, tasks=tasks, models=models, baselines=baselines)
         check_data([e.task for e in p.entries], self.name)
         print(f"{self.name} [{p.name}]: {p.note}" + (f"\n{SMOKE_SAYS}" if p.name == "smoke" else ""))
         if p.name == "smoke" and workers == 0:  # seconds-long cells: a spawned process per cell
