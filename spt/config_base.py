@@ -157,9 +157,17 @@ class ModelConfigBase:
              to the width.
     check() : the config's own checks of its own fields (a ValueError naming the field), run after
              the shared fields are checked.
+    smoke_shape : the sizes a smoke run builds it at (its other fields kept).
+    counting_form() : the config with the same parameters, built as fast as it can be (for
+             counting them).
+    departures(task) : one sentence per way the config departs from its authors' layer on `task`
+             (today's mixers: :meth:`spt.mixer_config.MixerConfig.departures`); [] for the
+             paper's models, whose settings :mod:`spt.studies.machinery.fidelity` compares with
+             the paper's.
     """
 
     family: ClassVar[str] = "layer"
+    smoke_shape: ClassVar[dict] = {"d_model": 32, "n_layers": 2}
 
     d_model: int = 64
     n_layers: int = 2
@@ -187,6 +195,12 @@ class ModelConfigBase:
 
     def check(self) -> None:
         """The config's own checks of its own fields (raise ValueError naming the field)."""
+
+    def departures(self, task: str = "") -> list[str]:
+        return []
+
+    def counting_form(self):
+        return self
 
     @property
     def name(self) -> str:

@@ -2,12 +2,15 @@
 
 Each config is a stack of ``n_layers`` pre-norm residual blocks around one mixer
 (:class:`spt.models.mixers.stack.MixerStack`), with an optional SwiGLU MLP block after each mixer
-(``mlp_expand``, ``mlp_multiple``), sized by named fields. Each config's defaults are its authors'
-layer and block (the reference files are named in :mod:`spt.studies.machinery.mixer_authors`); where spt
-departs from them, :func:`spt.studies.machinery.mixer_authors.departures` says how. The shared fields are
-:class:`MixerConfig`'s; each subclass adds its mixer's own and names the class that builds it
-(``mixer``, an import path, so this module needs no torch and a checkpoint's ``{"type":
-"MambaConfig", ...}`` rebuilds it).
+(``mlp_expand``, ``mlp_multiple``), sized by named fields. A config is its mixer's one record: its
+defaults are its authors' layer and block, stated here only (the mixer's layer takes every value
+from the config and has no defaults of its own); its class attributes name the mixer (``title``),
+the code those defaults were read from (``source``; :mod:`spt.mixer_authors` names each file) and
+spt's shape at small widths; :meth:`MixerConfig.departures` says where a config departs from its
+authors'. The shared fields are :class:`MixerConfig`'s; each subclass adds its mixer's own and
+names the class that builds it (``mixer``, an import path, so this module needs no torch and a
+checkpoint's ``{"type": "MambaConfig", ...}`` rebuilds it). :data:`MIXER_CONFIGS` lists them: the
+model configs' reader and study 13 take their mixers from it.
 
 causal=True : every mixer runs its recurrence left to right (next-token self-pretraining);
 causal=False: each mixer runs it both ways, one set of direction parameters per way sharing the
@@ -33,12 +36,16 @@ from dataclasses import dataclass
 from typing import ClassVar, Optional
 
 from .config_base import ModelConfigBase, TablePositions, _check_bool, _check_choice, _check_positive
+from .mixer_authors import (
+    BIDIRECTIONAL,
+    INIT,
+    LRU_TASKS,
+    MAMBA_DT_BIAS,
+    gated_deltanet_departures,
+    lru_departures,
+)
 
 _NORMS = ("layer", "rms")
-
-# fla's rule for a GatedDeltaNet layer's key width: num_heads * head_dim = 0.75 * hidden_size
-# (fla/layers/gated_deltanet.py, its class docstring)
-GDN_KEY_RATIO = 0.75
 
 
 def mlp_width(cfg) -> int:
@@ -51,17 +58,6 @@ def mlp_width(cfg) -> int:
         return cfg.mlp_expand * cfg.d_model
     width = (cfg.d_model * cfg.mlp_expand * 2) // 3
     return cfg.mlp_multiple * -(-width // cfg.mlp_multiple)
-
-
-def gated_deltanet_heads(d_model: int, n_heads: int, head_dim: int) -> tuple[int, int]:
-    """(heads, key width per head) of a Gated DeltaNet layer. head_dim 0: n_heads heads of
-    D / n_heads; n_heads 0: heads of head_dim, as many as make the key width closest to
-    GDN_KEY_RATIO * D, at least one (fla's default: D = 2048, 6 heads of 256)."""
-    if not head_dim:
-        return n_heads, d_model // n_heads
-    if not n_heads:
-        return max(1, round(GDN_KEY_RATIO * d_model / head_dim)), head_dim
-    return n_heads, head_dim
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,7 +78,19 @@ class MixerConfig(ModelConfigBase):
     max_len    : the longest sequence (the position table's length, the study's task length).
     dropout    : on the stack's input and every block's output, before the residual sum.
 
-    A mixer's config adds its own fields and checks them in :meth:`check_mixer`.
+    A mixer's config adds its own fields and checks them in :meth:`check_mixer`, and states its
+    record in class attributes:
+
+    title      : the mixer's name in tables and sentences ("Mamba-2").
+    source     : the authors' code its defaults were read from (:mod:`spt.mixer_authors`).
+    authors    : whose model-level initialisation that code uses (a key of
+                 :data:`spt.mixer_authors.INIT`).
+    authors_fields : the fields whose defaults are that code's values: what :meth:`departures`
+                 compares.
+    notes      : what the mixer's own layer does otherwise than its authors', always said.
+    small_shape : spt's shape at small widths (d = 16 to 32, where the authors' heads do not fit:
+                 the smoke and laptop presets of study 13).
+    task_settings : {task: its fields there} where the authors set them per task.
     """
 
     mixer: ClassVar[str] = ""
@@ -90,6 +98,13 @@ class MixerConfig(ModelConfigBase):
     family: ClassVar[str] = "mixer"
     # the epsilon of block_norm="rms" (mamba-ssm's blocks 1e-5, fla's models 1e-6)
     rms_eps: ClassVar[float] = 1e-5
+    title: ClassVar[str] = ""
+    source: ClassVar[str] = ""
+    authors: ClassVar[str] = ""
+    authors_fields: ClassVar[tuple] = ()
+    notes: ClassVar[tuple] = ()
+    small_shape: ClassVar[dict] = {}
+    task_settings: ClassVar[dict] = {}
 
     mlp_expand: int = 0
     mlp_multiple: int = 0
@@ -98,10 +113,8 @@ class MixerConfig(ModelConfigBase):
 
     def check(self):
         c = type(self).__name__
-        for f in dataclasses.fields(self):
+        for f in dataclasses.fields(self):  # ints: check_finite, before this
             v = getattr(self, f.name)
-            if f.type in ("int", int) and (isinstance(v, bool) or not isinstance(v, int)):
-                raise TypeError(f"{c}.{f.name} must be an int, got {v!r}")
             if f.type in ("float", float) and (isinstance(v, bool) or not isinstance(v, (int, float))):
                 raise TypeError(f"{c}.{f.name} must be a number, got {v!r}")
         if self.mlp_expand < 0:
@@ -118,6 +131,33 @@ class MixerConfig(ModelConfigBase):
 
     # the stack runs each mixer as built: causal=False mixers see both ways themselves
     bidirectional: ClassVar[bool] = False
+
+    def departures(self, task: str = "") -> list[str]:
+        """One sentence per way this config departs from its authors' layer and block on `task`
+        (an LRA task name; others skip the per-task comparisons): every field of
+        ``authors_fields`` not at its default (the authors' value), the mixer's own, its notes, a
+        bidirectional stack, the initialisation."""
+        if not (self.title and self.source and self.authors in INIT):
+            raise NotImplementedError(
+                f"{type(self).__name__} states no authors' record (title, source, authors, "
+                f"authors_fields): a mixer config says whose code its defaults are")
+        default = {f.name: f.default for f in dataclasses.fields(self)}
+        out = [f"{self.title}: {name} {getattr(self, name)!r} where {self.source} has "
+               f"{default[name]!r}" + self._mlp_says(name)
+               for name in self.authors_fields if getattr(self, name) != default[name]]
+        out += self.own_departures(task) + list(self.notes)
+        if not self.causal:
+            out.append(BIDIRECTIONAL)
+        return out + [INIT[self.authors].format(name=self.title)]
+
+    def own_departures(self, task: str) -> list[str]:
+        """The departures a mixer's own rules show beyond its fields (none by default)."""
+        return []
+
+    def _mlp_says(self, field: str) -> str:
+        if field not in ("mlp_expand", "mlp_multiple"):
+            return ""
+        return f" (an MLP of width {mlp_width(self)} at D = {self.d_model})"
 
     @property
     def layer(self) -> str:
@@ -154,6 +194,13 @@ class MambaConfig(MixerConfig):
 
     mixer: ClassVar[str] = "spt.models.mixers.mamba:Mamba"
     kind: ClassVar[str] = "mamba"
+    title: ClassVar[str] = "Mamba"
+    source: ClassVar[str] = "mamba-ssm's Mamba (mamba_simple.py, config_mamba.py)"
+    authors: ClassVar[str] = "mamba-ssm"
+    authors_fields: ClassVar[tuple] = ("d_state", "expand", "d_conv", "dt_rank", "dt_min", "dt_max",
+                                       "block_norm", "mlp_expand")
+    notes: ClassVar[tuple] = (MAMBA_DT_BIAS,)
+    small_shape: ClassVar[dict] = dict(block_norm="layer")
 
     d_state: int = 16
     expand: int = 2
@@ -180,6 +227,12 @@ class Mamba2Config(MixerConfig):
 
     mixer: ClassVar[str] = "spt.models.mixers.mamba2:Mamba2"
     kind: ClassVar[str] = "mamba2"
+    title: ClassVar[str] = "Mamba-2"
+    source: ClassVar[str] = "mamba-ssm's Mamba2 (mamba2.py, config_mamba.py)"
+    authors: ClassVar[str] = "mamba-ssm"
+    authors_fields: ClassVar[tuple] = ("d_state", "expand", "head_dim", "d_conv", "dt_min",
+                                       "dt_max", "block_norm", "mlp_expand")
+    small_shape: ClassVar[dict] = dict(d_state=64, head_dim=32, block_norm="layer")
 
     d_state: int = 128
     expand: int = 2
@@ -210,7 +263,15 @@ class GatedDeltaNetConfig(MixerConfig):
 
     mixer: ClassVar[str] = "spt.models.mixers.gated_deltanet:GatedDeltaNet"
     kind: ClassVar[str] = "gated_deltanet"
+    smoke_shape: ClassVar[dict] = {"d_model": 32, "n_layers": 2, "n_heads": 2}
     rms_eps: ClassVar[float] = 1e-6
+    title: ClassVar[str] = "Gated DeltaNet"
+    source: ClassVar[str] = "fla's GatedDeltaNet (layers/gated_deltanet.py, its model's block)"
+    authors: ClassVar[str] = "fla"
+    authors_fields: ClassVar[tuple] = ("head_dim", "expand_v", "d_conv", "conv_bias", "block_norm",
+                                       "mlp_expand", "mlp_multiple")
+    small_shape: ClassVar[dict] = dict(n_heads=4, head_dim=0, conv_bias=True, mlp_expand=2,
+                                       mlp_multiple=0, block_norm="layer")
 
     mlp_expand: int = 4
     mlp_multiple: int = 256
@@ -231,6 +292,9 @@ class GatedDeltaNetConfig(MixerConfig):
                              f"{self.d_model} (or set head_dim)")
         _check_bool("GatedDeltaNetConfig", "conv_bias", self.conv_bias)
 
+    def own_departures(self, task: str) -> list[str]:
+        return gated_deltanet_departures(self.d_model, self.n_heads, self.head_dim)
+
 
 @dataclass(frozen=True, kw_only=True)
 class GLAConfig(MixerConfig):
@@ -243,7 +307,14 @@ class GLAConfig(MixerConfig):
 
     mixer: ClassVar[str] = "spt.models.mixers.gla:GLA"
     kind: ClassVar[str] = "gla"
+    smoke_shape: ClassVar[dict] = {"d_model": 32, "n_layers": 2, "n_heads": 2}
     rms_eps: ClassVar[float] = 1e-6
+    title: ClassVar[str] = "GLA"
+    source: ClassVar[str] = "fla's GLA (configuration_gla.py, layers/gla.py)"
+    authors: ClassVar[str] = "fla"
+    authors_fields: ClassVar[tuple] = ("n_heads", "expand_k", "expand_v", "gate_rank", "gate_norm",
+                                       "block_norm", "mlp_expand", "mlp_multiple")
+    small_shape: ClassVar[dict] = dict(mlp_expand=2, mlp_multiple=0, block_norm="layer")
 
     mlp_expand: int = 4
     mlp_multiple: int = 256
@@ -269,16 +340,23 @@ class LRUConfig(MixerConfig):
     modes (0: D), |lambda| initialised uniform on the ring [r_min, r_max] and its phase in
     [0, max_phase], stable exponential parameterisation and gamma normalisation; output
     Re(C x_t) + D * u_t, then GELU and a GLU (the paper's block). The paper picks the ring per task
-    (spt.studies.machinery.mixer_authors.LRU_TASKS); the defaults are its sCIFAR ring.
+    (``task_settings``: spt.mixer_authors.LRU_TASKS); the defaults are its sCIFAR ring.
 
     recurrent_lr_scale : the learning rate of the recurrent parameters (nu, theta, gamma and B) as
         a multiple of the run's, without weight decay (minimal-LRU's "ssm" group, lr_factor 0.5);
         None: nu, theta and gamma without weight decay at the run's rate, B decayed as a matrix.
     Block: mixer-only, LayerNorm (the LRU's LRA runs use BatchNorm, which spt does not offer here:
-    :mod:`spt.studies.machinery.mixer_authors` says why)."""
+    :mod:`spt.mixer_authors` says why)."""
 
     mixer: ClassVar[str] = "spt.models.mixers.lru:LRU"
     kind: ClassVar[str] = "lru"
+    title: ClassVar[str] = "LRU"
+    source: ClassVar[str] = "minimal-LRU (the LRU's reference code)"
+    authors: ClassVar[str] = "minimal-LRU"
+    authors_fields: ClassVar[tuple] = ("recurrent_lr_scale", "mlp_expand")
+    small_shape: ClassVar[dict] = dict(d_state=0, r_min=0.9, r_max=0.999, max_phase=6.283,
+                                       recurrent_lr_scale=None)
+    task_settings: ClassVar[dict] = {task: s._asdict() for task, s in LRU_TASKS.items()}
 
     block_norm: str = "layer"
     d_state: int = 0
@@ -297,6 +375,9 @@ class LRUConfig(MixerConfig):
         if not 0.0 <= self.r_min < self.r_max < 1.0:
             raise ValueError(f"LRUConfig: need 0 <= r_min < r_max < 1, got r_min={self.r_min!r}, "
                              f"r_max={self.r_max!r}")
+
+    def own_departures(self, task: str) -> list[str]:
+        return lru_departures(self, task)
 
 
 MIXER_CONFIGS: tuple[type, ...] = (MambaConfig, Mamba2Config, GatedDeltaNetConfig, GLAConfig,

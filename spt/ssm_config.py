@@ -7,6 +7,7 @@ This module builds on :mod:`spt.config` (the objective and training configs, the
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar, Literal, Optional, Union
 
@@ -126,7 +127,7 @@ class SSMConfig(ConvBlockConfig):
             _check_positive(c, "reach", self.reach, allow_zero=True)
         if self.task_init is not None:
             _check_choice(c, "task_init", self.task_init, (None,) + SSMTaskInit.__args__)
-            if self.kind not in ("s4", "s4d"):
+            if not self.takes_task_init:
                 raise ValueError(f"{c}.task_init={self.task_init!r} fits the first layer's S4 / S4D "
                                  f"state-space parameters: it needs kind 's4' or 's4d', got "
                                  f"kind={self.kind!r} (leave task_init=None)")
@@ -137,6 +138,32 @@ class SSMConfig(ConvBlockConfig):
             _check_positive(c, "n_ssm", self.n_ssm)
             if self.d_model % self.n_ssm:
                 raise ValueError(f"{c}.n_ssm={self.n_ssm} must divide d_model={self.d_model}")
+
+    @property
+    def takes_task_init(self) -> bool:
+        """Whether task_init can fit this kind's first layer (S4 and S4D: their dt and spectrum)."""
+        return self.kind in ("s4", "s4d")
+
+    @property
+    def dt_rate(self):
+        """The learning rate dt trains at (dt_lr, or lr when None; "run": the run's), or None for
+        DLR, which has no step size."""
+        return None if self.kind == "dlr" else (self.lr if self.dt_lr is None else self.dt_lr)
+
+    @property
+    def ssm_copies(self) -> Optional[int]:
+        """How many (Lambda, P, B) copies an S4 stack learns (n_ssm, or one per channel); None for
+        S4D and DLR, which have no such option."""
+        return (self.n_ssm or self.d_model) if self.kind == "s4" else None
+
+    @property
+    def smoke_shape(self) -> dict:
+        """The sizes a smoke run builds it at (DLR keeps 16 modes; S4 / S4D take 8)."""
+        return dict(d_model=16, n_layers=2, d_state=16 if self.kind == "dlr" else 8)
+
+    def counting_form(self):
+        """The same parameters without the HiPPO set-up (seconds at d > 1K): for counting them."""
+        return dataclasses.replace(self, init="random_ssm")
 
     @property
     def structured_init(self) -> str:

@@ -12,7 +12,7 @@ from spt.kernels.delta_rule import gated_delta_rule, gated_delta_rule_ref
 from spt.kernels.library import fla_one_config
 from spt.mixer_config import GatedDeltaNetConfig
 from spt.model_config import model_config_from_dict, model_config_to_dict
-from spt.models.mixers.gated_deltanet import GatedDeltaNet
+from spt.models.mixers.stack import mixer_layer
 from spt.models.model import classifier_model
 
 D = 16
@@ -117,7 +117,7 @@ def test_kernel_branch_calls_fla_as_its_signature_says(causal, monkeypatch):
     (backend "ref"), padded."""
     naive = pytest.importorskip("fla.ops.gated_delta_rule.naive")
     torch.manual_seed(0)
-    mixer = GatedDeltaNet(D, causal=causal, **SMALL)
+    mixer = mixer_layer(GatedDeltaNetConfig(d_model=D, causal=causal, **SMALL))
     ref = with_paths(mixer, "ref")
     from spt.kernels import delta_rule
     asked = []
@@ -137,7 +137,7 @@ def test_kernel_branch_calls_fla_as_its_signature_says(causal, monkeypatch):
 @pytest.mark.parametrize("causal", [True, False])
 def test_fast_path_equals_reference_padded_both_directions(causal):
     torch.manual_seed(0)
-    mixer = GatedDeltaNet(D, causal=causal, **SMALL)
+    mixer = mixer_layer(GatedDeltaNetConfig(d_model=D, causal=causal, **SMALL))
     x, valid = padded_batch(D)
     same_outputs_and_grads(mixer, with_paths(mixer, "ref"), x, valid)
 
@@ -145,48 +145,52 @@ def test_fast_path_equals_reference_padded_both_directions(causal):
 @pytest.mark.parametrize("causal", [True, False])
 def test_padding_never_reaches_real_positions(causal):
     torch.manual_seed(1)
-    padding_safe(GatedDeltaNet(D, causal=causal, **SMALL), D)
+    padding_safe(mixer_layer(GatedDeltaNetConfig(d_model=D, causal=causal, **SMALL)), D)
 
 
 def test_causal_sees_back_bidirectional_sees_both_ways():
-    causal_or_both_ways(lambda c: GatedDeltaNet(D, causal=c, **SMALL), D)
+    causal_or_both_ways(lambda c: mixer_layer(GatedDeltaNetConfig(d_model=D, causal=c, **SMALL)), D)
 
 
 def test_no_weight_decay_on_A_log_and_dt_bias():
-    mixer = GatedDeltaNet(D, causal=False, **SMALL)
+    mixer = mixer_layer(GatedDeltaNetConfig(d_model=D, causal=False, **SMALL))
     hinted = {n for n, p in mixer.named_parameters() if getattr(p, "_optim", {}).get("weight_decay") == 0.0}
     assert hinted == {f"cores.{k}.{n}" for k in (0, 1) for n in ("A_log", "dt_bias")}
 
 
 def test_widths_and_initial_decays():
     """head_dim 0 gives K = D / H, V = expand_v K; decays start in (0, 1) with A in (0, 16]."""
-    mixer = GatedDeltaNet(32, n_heads=4, head_dim=0, expand_v=2)
+    mixer = mixer_layer(GatedDeltaNetConfig(d_model=32, causal=True, n_heads=4, head_dim=0,
+                                            expand_v=2))
     assert mixer.q_proj.out_features == 32 and mixer.v_proj.out_features == 64
-    assert GatedDeltaNet(32, n_heads=4, head_dim=16).k_proj.out_features == 64
+    wide = mixer_layer(GatedDeltaNetConfig(d_model=32, causal=True, n_heads=4, head_dim=16))
+    assert wide.k_proj.out_features == 64
     core = mixer.cores[0]
     assert (core.A_log.exp() <= 16).all()
     dt = F.softplus(core.dt_bias)
     assert ((dt > 0.9e-3) & (dt < 0.11)).all()
     with pytest.raises(ValueError, match="n_heads=3 must divide d_model=32"):
-        GatedDeltaNet(32, n_heads=3, head_dim=0)
+        mixer_layer(GatedDeltaNetConfig(d_model=32, causal=True, n_heads=3, head_dim=0))
 
 
 def test_default_shape_is_flas():
     """fla/layers/gated_deltanet.py: head_dim 256, expand_v 2, conv_size 4, conv_bias False, and
     num_heads * head_dim = 0.75 * hidden_size (its defaults: hidden 2048, 6 heads); with n_heads 0
     the width sets the count, at least one head of 256."""
-    from spt.mixer_config import gated_deltanet_heads
+    from spt.mixer_authors import gated_deltanet_heads
     assert gated_deltanet_heads(2048, 0, 256) == (6, 256)
     assert gated_deltanet_heads(1024, 0, 256) == (3, 256)
     assert gated_deltanet_heads(72, 0, 256) == (1, 256)
     assert gated_deltanet_heads(32, 4, 0) == (4, 8)
     cfg = GatedDeltaNetConfig(d_model=2048)
     assert (cfg.head_dim, cfg.n_heads, cfg.expand_v, cfg.d_conv, cfg.conv_bias) == (256, 0, 2, 4, False)
-    mixer = GatedDeltaNet(64, causal=True)  # one head of 256: key width 256, value width 512
+    # one head of 256: key width 256, value width 512
+    mixer = mixer_layer(GatedDeltaNetConfig(d_model=64, causal=True))
     assert mixer.k_proj.out_features == 256 and mixer.v_proj.out_features == 512
     core = mixer.cores[0]
     assert core.q_conv.conv.bias is None and core.q_conv.conv.kernel_size == (4,)
-    assert GatedDeltaNet(64, conv_bias=True, **SMALL).cores[0].q_conv.conv.bias is not None
+    biased = mixer_layer(GatedDeltaNetConfig(d_model=64, causal=True, **{**SMALL, "conv_bias": True}))
+    assert biased.cores[0].q_conv.conv.bias is not None
     with pytest.raises(ValueError, match="n_heads or head_dim"):
         GatedDeltaNetConfig(n_heads=0, head_dim=0)
 
@@ -228,7 +232,7 @@ def test_fla_cuda_kernel_equals_spt_form():
     fla_one_config()  # a check of results needs one config per kernel, not autotuning
     torch.manual_seed(0)
     for causal in (True, False):
-        mixer = GatedDeltaNet(64, causal=causal, **SMALL).cuda()
+        mixer = mixer_layer(GatedDeltaNetConfig(d_model=64, causal=causal, **SMALL)).cuda()
         library, spt_form = with_paths(mixer, "library"), with_paths(mixer, "torch")
         x, valid = padded_batch(64, lengths=(200, 131, 64))
         y1, gx1, g1 = _outputs_and_grads(library, x.cuda(), valid.cuda())

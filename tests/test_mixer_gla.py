@@ -12,7 +12,7 @@ from spt.kernels.gla import gla, gla_ref
 from spt.kernels.library import fla_one_config
 from spt.mixer_config import GLAConfig
 from spt.model_config import model_config_from_dict, model_config_to_dict
-from spt.models.mixers.gla import GLA
+from spt.models.mixers.stack import mixer_layer
 from spt.models.model import classifier_model
 
 D = 16
@@ -80,7 +80,7 @@ def test_bad_shapes_are_named():
 @pytest.mark.parametrize("causal", [True, False])
 def test_fast_path_equals_reference_padded_both_directions(causal):
     torch.manual_seed(0)
-    mixer = GLA(D, causal=causal, n_heads=2, gate_rank=4, gate_norm=2.0)
+    mixer = mixer_layer(GLAConfig(d_model=D, causal=causal, n_heads=2, gate_rank=4, gate_norm=2.0))
     x, valid = padded_batch(D)
     same_outputs_and_grads(mixer, with_paths(mixer, "ref"), x, valid)
 
@@ -88,16 +88,16 @@ def test_fast_path_equals_reference_padded_both_directions(causal):
 @pytest.mark.parametrize("causal", [True, False])
 def test_padding_never_reaches_real_positions(causal):
     torch.manual_seed(1)
-    padding_safe(GLA(D, causal=causal, n_heads=2, gate_rank=4), D)
+    padding_safe(mixer_layer(GLAConfig(d_model=D, causal=causal, n_heads=2, gate_rank=4)), D)
 
 
 def test_causal_sees_back_bidirectional_sees_both_ways():
-    causal_or_both_ways(lambda c: GLA(D, causal=c, n_heads=2, gate_rank=4), D)
+    causal_or_both_ways(lambda c: mixer_layer(GLAConfig(d_model=D, causal=c, n_heads=2, gate_rank=4)), D)
 
 
 def test_direction_split_and_no_hints():
     """Per direction only the forget gate's projection; GLA's authors hint no parameter."""
-    mixer = GLA(D, causal=False, n_heads=2, gate_rank=4)
+    mixer = mixer_layer(GLAConfig(d_model=D, causal=False, n_heads=2, gate_rank=4))
     per_direction = {n for n, _ in mixer.named_parameters() if n.startswith("cores.")}
     assert per_direction == {f"cores.{k}.gk_proj.{n}" for k in (0, 1)
                              for n in ("0.weight", "1.weight", "1.bias")}
@@ -106,7 +106,7 @@ def test_direction_split_and_no_hints():
 
 def test_widths_that_heads_cannot_split_are_named():
     with pytest.raises(ValueError, match="expand_k"):
-        GLA(10, n_heads=4, expand_k=0.5)
+        mixer_layer(GLAConfig(d_model=10, causal=True, n_heads=4, expand_k=0.5))
 
 
 def test_classifier_from_config_runs_padded_and_round_trips():
@@ -144,7 +144,7 @@ def test_fla_chunk_gla_equals_spt_form_on_cuda():
         torch.testing.assert_close(a, b, atol=5e-3, rtol=5e-2, msg=name)
 
     torch.manual_seed(2)
-    mixer = GLA(64, causal=False, n_heads=2, gate_norm=4.0)
+    mixer = mixer_layer(GLAConfig(d_model=64, causal=False, n_heads=2, gate_norm=4.0))
     u, valid = padded_batch(64, lengths=(200, 130, 70))
     on_cpu = mixer(u, valid)
     on_cuda = mixer.cuda()(u.cuda(), valid.cuda()).cpu()

@@ -9,7 +9,8 @@ from mixer_checks import causal_or_both_ways, padded_batch, padding_safe, same_o
 from spt.data.task import TaskSpec
 from spt.mixer_config import LRUConfig
 from spt.model_config import model_config_from_dict, model_config_to_dict
-from spt.models.mixers.lru import LRU, LRUCore
+from spt.models.mixers.lru import LRUCore
+from spt.models.mixers.stack import mixer_layer
 from spt.models.model import classifier_model
 
 D = 16
@@ -17,7 +18,7 @@ D = 16
 
 def test_initial_eigenvalues_fill_the_ring_and_gamma_normalises():
     torch.manual_seed(0)
-    core = LRUCore(8, 4000, r_min=0.4, r_max=0.9, max_phase=3.0)
+    core = LRUCore(8, 4000, r_min=0.4, r_max=0.9, max_phase=3.0, recurrent_lr_scale=0.5)
     modulus = torch.exp(-torch.exp(core.nu_log))
     phase = torch.exp(core.theta_log)
     assert 0.4 <= modulus.min() and modulus.max() <= 0.9
@@ -31,7 +32,7 @@ def test_initial_eigenvalues_fill_the_ring_and_gamma_normalises():
 def test_one_mode_by_hand():
     """N = 1, D = 1: x_t = lambda x_{t-1} + gamma B u_t, y_t = Re(C x_t) + D u_t."""
     torch.manual_seed(3)
-    core = LRUCore(1, 1, 0.5, 0.6, 1.0)
+    core = LRUCore(1, 1, 0.5, 0.6, 1.0, recurrent_lr_scale=0.5)
     lam = torch.exp(torch.complex(-torch.exp(core.nu_log), torch.exp(core.theta_log)))[0]
     gamma, B = torch.exp(core.gamma_log)[0], torch.complex(core.B_re, core.B_im)[0, 0]
     C, Dskip = torch.complex(core.C_re, core.C_im)[0, 0], core.D[0]
@@ -46,7 +47,7 @@ def test_one_mode_by_hand():
 @pytest.mark.parametrize("causal", [True, False])
 def test_fast_path_equals_reference_padded_both_directions(causal):
     torch.manual_seed(0)
-    mixer = LRU(D, causal=causal, d_state=8, r_min=0.5)
+    mixer = mixer_layer(LRUConfig(d_model=D, causal=causal, d_state=8, r_min=0.5))
     x, valid = padded_batch(D)
     same_outputs_and_grads(mixer, with_paths(mixer, "ref"), x, valid)
 
@@ -54,15 +55,15 @@ def test_fast_path_equals_reference_padded_both_directions(causal):
 @pytest.mark.parametrize("causal", [True, False])
 def test_padding_never_reaches_real_positions(causal):
     torch.manual_seed(1)
-    padding_safe(LRU(D, causal=causal, d_state=8), D)
+    padding_safe(mixer_layer(LRUConfig(d_model=D, causal=causal, d_state=8)), D)
 
 
 def test_causal_sees_back_bidirectional_sees_both_ways():
-    causal_or_both_ways(lambda c: LRU(D, causal=c, d_state=8), D)
+    causal_or_both_ways(lambda c: mixer_layer(LRUConfig(d_model=D, causal=c, d_state=8)), D)
 
 
 def test_no_weight_decay_on_the_recurrence_and_the_split():
-    mixer = LRU(D, causal=False, recurrent_lr_scale=None)
+    mixer = mixer_layer(LRUConfig(d_model=D, causal=False, recurrent_lr_scale=None))
     hinted = {n for n, p in mixer.named_parameters() if getattr(p, "_optim", {}).get("weight_decay") == 0.0}
     assert hinted == {f"cores.{k}.{n}" for k in (0, 1) for n in ("nu_log", "theta_log", "gamma_log")}
     assert not any("lr_scale" in getattr(p, "_optim", {}) for p in mixer.parameters())
@@ -76,7 +77,7 @@ def test_recurrent_parameters_train_as_minimal_lru_trains_them():
     group without weight decay at lr_factor (run_train.py default 0.5) times the base lr."""
     from spt.config import TrainConfig
     from spt.train.optim import build_optimizer
-    mixer = LRU(D, causal=False)
+    mixer = mixer_layer(LRUConfig(d_model=D, causal=False))
     recurrent = {f"cores.{k}.{n}" for k in (0, 1)
                  for n in ("nu_log", "theta_log", "gamma_log", "B_re", "B_im")}
     hinted = {n for n, p in mixer.named_parameters() if hasattr(p, "_optim")}
@@ -96,7 +97,7 @@ def test_recurrent_parameters_train_as_minimal_lru_trains_them():
 
 def test_a_ring_outside_the_unit_disc_is_named():
     with pytest.raises(ValueError, match="r_max"):
-        LRU(D, r_min=0.5, r_max=1.0)
+        mixer_layer(LRUConfig(d_model=D, causal=True, r_min=0.5, r_max=1.0))
 
 
 def test_classifier_from_config_runs_padded_and_round_trips():

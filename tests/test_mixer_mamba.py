@@ -4,7 +4,8 @@ import pytest
 import torch
 from mixer_checks import causal_or_both_ways, padded_batch, padding_safe, same_outputs_and_grads, with_paths
 
-from spt.models.mixers.mamba import Mamba
+from spt.mixer_config import MambaConfig
+from spt.models.mixers.stack import mixer_layer
 
 D = 16
 
@@ -12,7 +13,7 @@ D = 16
 @pytest.mark.parametrize("causal", [True, False])
 def test_fast_path_equals_reference_padded_both_directions(causal):
     torch.manual_seed(0)
-    mixer = Mamba(D, causal=causal, d_state=8)
+    mixer = mixer_layer(MambaConfig(d_model=D, causal=causal, d_state=8))
     x, valid = padded_batch(D)
     same_outputs_and_grads(mixer, with_paths(mixer, "ref"), x, valid)
 
@@ -20,18 +21,18 @@ def test_fast_path_equals_reference_padded_both_directions(causal):
 @pytest.mark.parametrize("causal", [True, False])
 def test_padding_never_reaches_real_positions(causal):
     torch.manual_seed(1)
-    padding_safe(Mamba(D, causal=causal, d_state=8), D)
+    padding_safe(mixer_layer(MambaConfig(d_model=D, causal=causal, d_state=8)), D)
 
 
 def test_causal_sees_back_bidirectional_sees_both_ways():
-    causal_or_both_ways(lambda c: Mamba(D, causal=c, d_state=8), D)
+    causal_or_both_ways(lambda c: mixer_layer(MambaConfig(d_model=D, causal=c, d_state=8)), D)
 
 
 def test_equals_mambapy_block_with_the_same_weights():
     """The causal mixer is Mamba's block: mambapy's MambaBlock with our weights gives our output."""
     mambapy = pytest.importorskip("mambapy.mamba")
     torch.manual_seed(2)
-    ours = Mamba(D, causal=True, d_state=8, expand=2, d_conv=4)
+    ours = mixer_layer(MambaConfig(d_model=D, causal=True, d_state=8, expand=2, d_conv=4))
     theirs = mambapy.MambaBlock(mambapy.MambaConfig(d_model=D, n_layers=1, d_state=8,
                                                     expand_factor=2, d_conv=4))
     core = ours.cores[0]
@@ -50,6 +51,6 @@ def test_equals_mambapy_block_with_the_same_weights():
 
 
 def test_no_weight_decay_on_A_D_and_dt_bias():
-    mixer = Mamba(D, causal=False)
+    mixer = mixer_layer(MambaConfig(d_model=D, causal=False))
     hinted = {n for n, p in mixer.named_parameters() if getattr(p, "_optim", {}).get("weight_decay") == 0.0}
     assert hinted == {f"cores.{k}.{n}" for k in (0, 1) for n in ("A_log", "D", "dt_proj.bias")}

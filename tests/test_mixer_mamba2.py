@@ -10,7 +10,7 @@ from spt.data.task import TaskSpec
 from spt.kernels.ssd import ssd, ssd_ref
 from spt.mixer_config import Mamba2Config
 from spt.model_config import model_config_from_dict, model_config_to_dict
-from spt.models.mixers.mamba2 import Mamba2
+from spt.models.mixers.stack import mixer_layer
 from spt.models.model import classifier_model
 
 D = 16
@@ -87,7 +87,7 @@ def test_bad_shapes_name_the_input():
 @pytest.mark.parametrize("causal", [True, False])
 def test_fast_path_equals_reference_padded_both_directions(causal):
     torch.manual_seed(0)
-    mixer = Mamba2(D, causal=causal, **KW)
+    mixer = mixer_layer(Mamba2Config(d_model=D, causal=causal, **KW))
     x, valid = padded_batch(D)
     same_outputs_and_grads(mixer, with_paths(mixer, "ref"), x, valid)
 
@@ -95,15 +95,15 @@ def test_fast_path_equals_reference_padded_both_directions(causal):
 @pytest.mark.parametrize("causal", [True, False])
 def test_padding_never_reaches_real_positions(causal):
     torch.manual_seed(1)
-    padding_safe(Mamba2(D, causal=causal, **KW), D)
+    padding_safe(mixer_layer(Mamba2Config(d_model=D, causal=causal, **KW)), D)
 
 
 def test_causal_sees_back_bidirectional_sees_both_ways():
-    causal_or_both_ways(lambda c: Mamba2(D, causal=c, **KW), D)
+    causal_or_both_ways(lambda c: mixer_layer(Mamba2Config(d_model=D, causal=c, **KW)), D)
 
 
 def test_no_weight_decay_on_A_D_and_dt_bias():
-    mixer = Mamba2(D, causal=False, **KW)
+    mixer = mixer_layer(Mamba2Config(d_model=D, causal=False, **KW))
     hinted = {n for n, p in mixer.named_parameters() if getattr(p, "_optim", {}).get("weight_decay") == 0.0}
     assert hinted == {f"cores.{k}.{n}" for k in (0, 1) for n in ("A_log", "D", "dt_bias")}
 
@@ -111,7 +111,9 @@ def test_no_weight_decay_on_A_D_and_dt_bias():
 def test_init_follows_the_paper():
     """H = E*D / head_dim heads, A in -[1, 16], softplus(dt_bias) in [dt_min, dt_max], D = 1."""
     torch.manual_seed(2)
-    core = Mamba2(64, causal=True, d_state=8, expand=2, head_dim=4, dt_min=0.01, dt_max=0.05).cores[0]
+    cfg = Mamba2Config(d_model=64, causal=True, d_state=8, expand=2, head_dim=4, dt_min=0.01,
+                       dt_max=0.05)
+    core = mixer_layer(cfg).cores[0]
     A = -torch.exp(core.A_log)
     dt = F.softplus(core.dt_bias)
     assert A.shape == (32,) and (A <= -1).all() and (A >= -16).all() and A.std() > 1
@@ -124,7 +126,7 @@ def test_default_shape_is_mamba_ssms():
     in_proj makes 2 * d_inner + 2 * d_state + nheads channels, its conv d_inner + 2 * d_state."""
     cfg = Mamba2Config()
     assert (cfg.d_state, cfg.head_dim, cfg.expand, cfg.d_conv) == (128, 64, 2, 4)
-    mixer = Mamba2(64, causal=True)
+    mixer = mixer_layer(Mamba2Config(d_model=64, causal=True))
     assert mixer.cores[0].n_heads == 2
     assert mixer.in_proj.out_features == 2 * 128 + 2 * 128 + 2
     assert mixer.cores[0].conv.conv.in_channels == 128 + 2 * 128
@@ -132,7 +134,7 @@ def test_default_shape_is_mamba_ssms():
 
 def test_head_dim_must_divide_the_inner_width():
     with pytest.raises(ValueError, match="head_dim=12 must divide"):
-        Mamba2(D, head_dim=12)
+        mixer_layer(Mamba2Config(d_model=D, causal=True, head_dim=12))
 
 
 @pytest.mark.gpu
@@ -145,7 +147,7 @@ def test_cuda_kernel_equals_spt_form():
         pytest.skip("needs a CUDA device")
     for causal in (True, False):
         torch.manual_seed(3)
-        mixer = with_paths(Mamba2(D, causal=causal, **KW).cuda(), "torch")
+        mixer = with_paths(mixer_layer(Mamba2Config(d_model=D, causal=causal, **KW)).cuda(), "torch")
         library = with_paths(mixer, "library")
         x, valid = padded_batch(D)
         x_torch = x.cuda().requires_grad_()

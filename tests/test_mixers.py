@@ -131,22 +131,41 @@ def test_blocks_use_the_authors_norm():
         replace(CONFIGS[0], block_norm="batch")
 
 
-def test_each_mixer_layers_defaults_are_its_configs():
-    """A mixer layer built by hand (``Mamba(d_model)``) has the shape its config builds by
-    default: every constructor default equals the config field's default (they are written twice,
-    as mamba-ssm writes its layer and config defaults; this keeps them from drifting)."""
+def test_a_mixers_values_are_stated_once_in_its_config():
+    """A mixer layer has no defaults of its own: its constructor takes d_model, causal and exactly
+    its config's own fields, none with a default, so the authors' values live in the config only;
+    and the config states its record (title, source, the fields compared with its authors')."""
     import dataclasses
     import importlib
     import inspect
 
+    from spt.mixer_authors import INIT
     from spt.mixer_config import MIXER_CONFIGS
     for cls in MIXER_CONFIGS:
         module, name = cls.mixer.split(":")
         layer = getattr(importlib.import_module(module), name)
-        fields = {f.name: f.default for f in dataclasses.fields(cls)}
-        params = inspect.signature(layer.__init__).parameters
-        own = [p for p in params.values() if p.name not in ("self", "d_model", "causal")]
-        assert own, cls.__name__
-        for p in own:
-            assert p.name in fields, (cls.__name__, p.name)
-            assert p.default == fields[p.name], (cls.__name__, p.name, p.default, fields[p.name])
+        params = dict(inspect.signature(layer.__init__).parameters)
+        params.pop("self")
+        assert set(params) == {"d_model", "causal", *cls(d_model=64).layer_kwargs}, cls.__name__
+        with_default = [p.name for p in params.values() if p.default is not inspect.Parameter.empty]
+        assert with_default == [], (cls.__name__, with_default)
+        assert cls.title and cls.source and cls.authors in INIT, cls.__name__
+        fields = {f.name for f in dataclasses.fields(cls)}
+        assert cls.authors_fields and set(cls.authors_fields) <= fields, cls.__name__
+        assert set(cls.small_shape) <= fields and all(set(s) <= fields
+                                                      for s in cls.task_settings.values())
+
+
+def test_a_mixer_config_without_its_authors_record_is_an_error():
+    from dataclasses import dataclass
+    from typing import ClassVar
+
+    from spt.mixer_config import MixerConfig
+
+    @dataclass(frozen=True, kw_only=True)
+    class Unsourced(MixerConfig):
+        mixer: ClassVar[str] = "spt.models.mixers.mamba:Mamba"
+        kind: ClassVar[str] = "unsourced"
+
+    with pytest.raises(NotImplementedError, match="states no authors' record"):
+        Unsourced().departures("text")

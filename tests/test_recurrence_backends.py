@@ -10,11 +10,8 @@ from spt.kernels import gated_delta_rule, gla, linear_scan, selective_scan, ssd
 from spt.kernels.library import RECURRENCE_PATHS, fla_one_config
 from spt.kernels.paths import set_paths
 from spt.kernels.scan import LINEAR_SCAN_PATHS
-from spt.models.mixers.gated_deltanet import GatedDeltaNet
-from spt.models.mixers.gla import GLA
-from spt.models.mixers.lru import LRU
-from spt.models.mixers.mamba import Mamba
-from spt.models.mixers.mamba2 import Mamba2
+from spt.mixer_config import GatedDeltaNetConfig, GLAConfig, LRUConfig, Mamba2Config, MambaConfig
+from spt.models.mixers.stack import mixer_layer
 
 BATCH = 2
 
@@ -118,11 +115,12 @@ def test_library_on_the_cpu_says_why_and_what_to_do(name):
         fn(*args, **kw, backend="library")
 
 
-MIXERS = {"mamba": lambda: Mamba(8, causal=False, d_state=4),
-          "mamba2": lambda: Mamba2(8, causal=False, d_state=4, head_dim=4),
-          "gated_deltanet": lambda: GatedDeltaNet(8, causal=False, n_heads=2, head_dim=0),
-          "gla": lambda: GLA(8, causal=False, n_heads=2),
-          "lru": lambda: LRU(8, causal=False, d_state=4)}
+CONFIGS = {"mamba": MambaConfig(d_model=8, causal=False, d_state=4),
+           "mamba2": Mamba2Config(d_model=8, causal=False, d_state=4, head_dim=4),
+           "gated_deltanet": GatedDeltaNetConfig(d_model=8, causal=False, n_heads=2, head_dim=0),
+           "gla": GLAConfig(d_model=8, causal=False, n_heads=2),
+           "lru": LRUConfig(d_model=8, causal=False, d_state=4)}
+MIXERS = {name: (lambda cfg=cfg: mixer_layer(cfg)) for name, cfg in CONFIGS.items()}
 
 
 @pytest.mark.parametrize("name", MIXERS)

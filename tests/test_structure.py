@@ -116,7 +116,8 @@ def test_the_registry_holds_every_study_once():
 # spt/studies/commands/ (what takes a study by name), and on top the CLI, the laptop results
 # tables and the package itself.
 REGISTRY = "spt.studies.registry"
-STUDIES_TOP = {"spt.studies", "spt.studies.cli", "spt.studies.laptop_results"}
+STUDIES_TOP = {"spt.studies", "spt.studies.cli", "spt.studies.cli_parsers",
+               "spt.studies.laptop_results"}
 
 
 def studies_floors(edges: dict) -> dict:
@@ -208,3 +209,46 @@ def test_the_fill_finder_finds_a_table_filled_at_import(tmp_path):
     p.write_text("from .study import KNOWN, OTHER\nimport spt\nLOCAL = {}\nLOCAL.update(a=1)\n"
                  "KNOWN.update({'a': 1})\nOTHER['b'] = 2\nspt.x = 3\n")
     assert filled_from_elsewhere(p) == ["registry.py:5", "registry.py:6", "registry.py:7"]
+
+
+MODEL_KINDS = {"s4", "s4d", "dlr", "mamba", "mamba2", "gated_deltanet", "gla", "lru"}
+
+
+def kind_switches(path: Path) -> list:
+    """Where a module tells models apart by their type instead of asking the config: an
+    ``isinstance(x, ...Config)`` of a model config, or ``x.kind == "dlr"`` (==, !=, in) on a model
+    kind, outside functions that take one family's config (a parameter annotated with it)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    typed = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+             and any(a.annotation is not None and "Config" in ast.unparse(a.annotation)
+                     for a in f.args.args + f.args.kwonlyargs)
+             for n in ast.walk(f)}
+    out = []
+    for node in ast.walk(tree):
+        if id(node) in typed:
+            continue
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance" \
+                and len(node.args) == 2 and "Config" in ast.unparse(node.args[1]):
+            out.append(f"{path.name}:{node.lineno}")
+        if isinstance(node, ast.Compare) and isinstance(node.left, ast.Attribute) \
+                and node.left.attr == "kind":
+            strings = {c.value for c in ast.walk(node) if isinstance(c, ast.Constant)}
+            if strings & MODEL_KINDS:
+                out.append(f"{path.name}:{node.lineno}")
+    return out
+
+
+def test_the_studies_ask_a_model_config_instead_of_switching_on_its_kind():
+    """Sizes, priors, smoke shapes and departures come from the config's own answers
+    (ModelConfigBase: smoke_shape, counting_form, departures; SSMConfig: takes_task_init, dt_rate,
+    ssm_copies), so a new model needs no edit here."""
+    paths = sorted((ROOT / "studies").rglob("*.py")) + [ROOT / "models" / "model.py"]
+    assert [hit for p in paths for hit in kind_switches(p)] == []
+
+
+def test_the_kind_switch_finder_finds_one(tmp_path):
+    p = tmp_path / "m.py"
+    p.write_text("def f(model):\n    return model.kind == 'dlr' or isinstance(model, SSMConfig)\n"
+                 "def g(cfg: SSMConfig):\n    return cfg.kind != 'dlr'\n"
+                 "def h(o):\n    return o.kind == 'masked'\n")
+    assert kind_switches(p) == ["m.py:2", "m.py:2"]

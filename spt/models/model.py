@@ -22,7 +22,6 @@ becomes a model again.
 """
 from __future__ import annotations
 
-import dataclasses
 from functools import lru_cache
 from typing import Optional
 
@@ -318,9 +317,7 @@ def count_parameters_of(cfg, d_input: int = 1, num_classes: int = 10) -> int:
     num_classes classes (cached: configs are frozen). An SSM stack is built with its state-space
     parameters drawn at random: the same parameters without the HiPPO set-up (seconds at d > 1K)."""
     spec = TaskSpec(name="size", seq_len=cfg.max_len, num_classes=num_classes, d_input=d_input)
-    if isinstance(cfg, SSMConfig):
-        cfg = dataclasses.replace(cfg, init="random_ssm")
-    return count_parameters(classifier_model(cfg, spec))
+    return count_parameters(classifier_model(cfg.counting_form(), spec))
 
 
 def build_from_config(config: dict):

@@ -26,11 +26,12 @@ baselines (S4 random init, DLR) do. Two things differ, both stated in spt.studie
   a mixer's supervised runs try LR_GRID (each a full run, the best on validation kept, as C.1.4
   does for Text) and its pretraining takes the S4 row's rate.
 
-Each mixer is at its authors' default shape (MIXERS: the spt.mixer_config defaults, read from the
-authors' code, :mod:`spt.studies.machinery.mixer_authors`), and the LRU at the LRU paper's settings of each
-task (ring, phase, state size). Where the parameter match forces a width, the authors' head size
-stays (Mamba-2's 64, Gated DeltaNet's 256) and the head count follows. What still departs from the
-authors, ``STUDY.deviations("paper")`` prints, each with its reason.
+Each mixer of spt.mixer_config.MIXER_CONFIGS is at its authors' default shape (MIXERS: its
+config's defaults, read from the authors' code, :mod:`spt.mixer_authors`), and the LRU at the
+LRU paper's settings of each task (ring, phase, state size). Where the parameter match forces a
+width, the authors' head size stays (Mamba-2's 64, Gated DeltaNet's 256) and the head count
+follows. What still departs from the authors, ``STUDY.deviations("paper")`` prints, each with its
+reason.
 """
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ from functools import lru_cache
 import xarray as xr
 
 from ..config import ObjectiveConfig, replace
-from ..mixer_config import GatedDeltaNetConfig, GLAConfig, LRUConfig, Mamba2Config, MambaConfig
+from ..mixer_config import MIXER_CONFIGS
 from ..models.model import count_parameters_of
 from ..paper import ssm_row, transformer_row
 from ..paper.results import TABLE2
@@ -48,7 +49,6 @@ from ..results import format_gain, paired_gain
 from .machinery.arms import Arm, task_ref
 from .machinery.job import Entry, GridPreset
 from .machinery.laptop import SMALL_D, SMALL_LAYERS, small_s4
-from .machinery.mixer_authors import LRU_TASKS
 from .machinery.paper_arms import scratch_arm, spt_arm
 from .machinery.sizing import width_for_params
 from .machinery.smoke import smoke_arm, smoke_digits
@@ -58,32 +58,17 @@ from .machinery.tables import compare_table, spt_gains, with_gains, with_your_mo
 NAME = "13_modern_architectures"
 TASKS = ("listops", "text", "retrieval", "image", "pathfinder", "pathx")
 
-# Each mixer at its authors' default shape (the configs' defaults); the width and depth are set per
-# task, and the LRU's ring, phase and state size (LRU_TASKS). Mamba and Mamba-2 blocks are
-# mixer-only (mamba-ssm's); fla's GLA and Gated DeltaNet blocks follow every mixer with a SwiGLU MLP
-# (fla's GatedMLP); the LRU's block ends in its own GLU.
-MIXERS = {
-    "mamba": MambaConfig(),
-    "mamba2": Mamba2Config(),
-    "gated_deltanet": GatedDeltaNetConfig(),
-    "gla": GLAConfig(),
-    "lru": LRUConfig(),
-}
+# Every mixer of spt.mixer_config at its authors' default shape (its config's defaults); the width
+# and depth are set per task, and the authors' per-task settings (the LRU's ring, phase and state
+# size: task_settings). Mamba and Mamba-2 blocks are mixer-only (mamba-ssm's); fla's GLA and Gated
+# DeltaNet blocks follow every mixer with a SwiGLU MLP (fla's GatedMLP); the LRU's block ends in its
+# own GLU.
+MIXERS = {cls.kind: cls() for cls in MIXER_CONFIGS}
 # The mixers' shapes at the smoke and laptop sizes (d = 16 to 32), where the authors' heads (64 and
-# 256 channels) cannot fit: spt's own small shapes (heads that split the width, LayerNorm blocks, a
-# SwiGLU of 2 D, the LRU's ring [0.9, 0.999] and recurrent parameters at the run's rate).
-SMALL_SHAPES = {
-    "mamba": dict(block_norm="layer"),
-    "mamba2": dict(d_state=64, head_dim=32, block_norm="layer"),
-    "gated_deltanet": dict(n_heads=4, head_dim=0, conv_bias=True, mlp_expand=2, mlp_multiple=0,
-                           block_norm="layer"),
-    "gla": dict(mlp_expand=2, mlp_multiple=0, block_norm="layer"),
-    "lru": dict(d_state=0, r_min=0.9, r_max=0.999, max_phase=6.283, recurrent_lr_scale=None),
-}
+# 256 channels) cannot fit: each config's small_shape (heads that split the width, LayerNorm
+# blocks, a SwiGLU of 2 D, the LRU's ring [0.9, 0.999] and recurrent parameters at the run's rate).
+SMALL_SHAPES = {name: dict(cfg.small_shape) for name, cfg in MIXERS.items()}
 MODELS = ("transformer", "s4", *MIXERS)
-# {mixer: {task: its settings there}}: the mixers whose authors set them per task (the LRU's ring,
-# phase and state size)
-TASK_SETTINGS = {"lru": LRU_TASKS}
 
 # The supervised runs' learning rates per mixer (scratch and finetuning alike). Their papers train
 # at 1e-3 to 4e-3 (language modelling) and 1e-3 to 4e-3 (LRU on LRA); the grid spans that range
@@ -134,15 +119,15 @@ def floor_width(cfg, width: int) -> int:
 
 
 def mixer_model(name: str, task: str):
-    """MIXERS[name] with the S4 row's depth, dropout, pooling, head and length on `task` (the LRU
-    also with the LRU paper's ring, phase and state size there: LRU_TASKS), at the width whose
+    """MIXERS[name] with the S4 row's depth, dropout, pooling, head and length on `task` (and its
+    authors' settings there, where they set them per task: the LRU's ring, phase and state size,
+    LRUConfig.task_settings), at the width whose
     parameter count is closest to the S4 row's (:func:`sized_like`), or at WIDTH_FLOOR of S4's
     width where that is wider."""
     s4 = ssm_row(task, "s4").model
     cfg = replace(MIXERS[name], n_layers=s4.n_layers, dropout=s4.dropout, pooling=s4.pooling,
                   head=s4.head, max_len=s4.max_len)
-    if name in TASK_SETTINGS:
-        cfg = replace(cfg, **TASK_SETTINGS[name][task]._asdict())
+    cfg = replace(cfg, **cfg.task_settings.get(task, {}))
     sized = sized_like(cfg, s4_size(task))
     return replace(sized, d_model=max(sized.d_model, floor_width(cfg, s4.d_model)))
 

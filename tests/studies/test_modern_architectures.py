@@ -64,8 +64,8 @@ def test_every_mixer_is_at_its_authors_shape_on_every_task(paper):
     conv_bias False, expand_v 2), fla/models/gla/configuration_gla.py (4 heads, expand_k 0.5,
     expand_v 1, hidden_ratio 4), fla/modules/mlp.py (rounded to 256); the LRU's ring and
     state size per task as its port sets them (LRU_TASKS) and minimal-LRU's lr_factor 0.5."""
-    from spt.mixer_config import gated_deltanet_heads, mlp_width
-    from spt.studies.machinery.mixer_authors import LRU_TASKS
+    from spt.mixer_authors import LRU_TASKS, gated_deltanet_heads
+    from spt.mixer_config import mlp_width
     for task in m13.TASKS:
         mamba, mamba2, gdn, gla, lru = (m13.mixer_model(n, task) for n in m13.MIXERS)
         assert (mamba.d_state, mamba.expand, mamba.d_conv, mamba.mlp_expand) == (16, 2, 4, 0)
@@ -88,15 +88,16 @@ def test_every_mixer_is_at_its_authors_shape_on_every_task(paper):
 def test_deviations_name_every_remaining_difference_from_the_authors(paper):
     """STUDY.deviations("paper") prints each way a mixer departs from its authors' layer and
     block, on the cells where it does; and the check behind it names every field changed."""
-    from spt.studies.machinery import mixer_authors as ma
+    from spt import mixer_authors as ma
+    from spt.mixer_config import MIXER_CONFIGS
     dev = STUDY.deviations("paper", "DATA")
     readings = dict(zip(dev.loc[dev.field == "reading", "why"],
                         dev.loc[dev.field == "reading", "cells"]))
     printed = {text for entry in paper.entries for v in entry.job.stages(entry.task)
-               for text in ma.departures(v.model, v.task.name)}
+               for text in v.model.departures(v.task.name)}
     assert printed and printed <= set(readings)
     # what remains at the paper preset: nothing else
-    inits = {ma.INIT[f].format(name=n) for n, f in ma._NAMES.values()}
+    inits = {ma.INIT[c.authors].format(name=c.title) for c in MIXER_CONFIGS}
     lr_factors = {ma.LRU_LR_FACTOR.format(ours="0.5x", task=t, theirs=f"{f:g}")
                   for t, f in ma.LRU_PORT_LR_FACTOR.items() if t in m13.TASKS and f != 0.5}
     assert len(lr_factors) == 4  # text 0.1, image, pathfinder and pathx 0.25
@@ -109,20 +110,21 @@ def test_deviations_name_every_remaining_difference_from_the_authors(paper):
     assert "model=gated_deltanet" in readings[ma.GDN_KEY_WIDTH]
     assert "mamba2 on listops" in " ".join(readings)
     # every field of the authors' tables, changed, is named; so are the LRU's ring and state
-    for cls, (_, theirs) in ma.AUTHORS.items():
+    for cls in MIXER_CONFIGS:
         base = cls(d_model=256, **({"head_dim": 0, "n_heads": 4} if cls.kind == "gated_deltanet"
                                    else {}))
-        for field, value in theirs.items():
+        for field in cls.authors_fields:
+            value = getattr(cls(), field)
             other = {"block_norm": "layer" if value == "rms" else "rms",
                      "conv_bias": not value, "recurrent_lr_scale": None}.get(field)
             if other is None:
                 other = value * 2 if value else 1
             changed = replace(base, **{field: other})
-            said = ma.departures(changed, "text")
+            said = changed.departures("text")
             assert any(f" {field} " in t for t in said), (cls.__name__, field, said)
     lru = m13.mixer_model("lru", "text")
     for field, value in (("r_min", 0.1), ("r_max", 0.95), ("max_phase", 1.0), ("d_state", 64)):
-        said = ma.departures(replace(lru, **{field: value}), "text")
+        said = replace(lru, **{field: value}).departures("text")
         assert any(t.startswith(f"LRU: {field} ") for t in said), field
 
 

@@ -12,7 +12,7 @@ bidirectional. H heads of key width K and value width V = expand_v * K:
 
 A_log = log U(0, 16) and dt_bias = softplus^-1(dt), dt log-uniform in [1e-3, 0.1] (Mamba-2's), one
 per head, without weight decay. The short convolutions carry a bias only with conv_bias=True (fla's
-default has none). Heads: :func:`spt.mixer_config.gated_deltanet_heads` (head_dim 256 with
+default has none). Heads: :func:`spt.mixer_authors.gated_deltanet_heads` (head_dim 256 with
 n_heads 0: the width sets the head count, key width about 0.75 D, fla's rule).
 
 With causal=False the split follows Mamba's: q_proj, k_proj, v_proj, g_proj, o_proj and the norm
@@ -31,7 +31,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ...kernels.delta_rule import gated_delta_rule
-from ...mixer_config import gated_deltanet_heads
+from ...mixer_authors import gated_deltanet_heads
 from .common import (
     RECURRENCE_CANDIDATES,
     RECURRENCE_PATHS,
@@ -63,7 +63,7 @@ class GatedDeltaNetCore(nn.Module):
     candidates = RECURRENCE_CANDIDATES
 
     def __init__(self, d_model: int, n_heads: int, head_k: int, head_v: int, d_conv: int,
-                 conv_bias: bool = False):
+                 conv_bias: bool):
         super().__init__()
         self.heads = n_heads
         self.sizes = (n_heads * head_k, n_heads * head_k, n_heads * head_v, d_model)
@@ -95,10 +95,13 @@ class GatedDeltaNet(nn.Module):
     taps; conv_bias : a bias on the convolutions. Parameters ``q_proj``, ``k_proj``, ``v_proj``, ``g_proj``,
     ``o_proj``, ``norm`` and per direction ``cores.<k>.{q_conv, k_conv, v_conv, a_proj, b_proj,
     A_log, dt_bias}`` (k = 1: the reversed direction).
+    Every value comes from :class:`spt.mixer_config.GatedDeltaNetConfig`, where the authors' defaults are
+    stated (this class has none): ``mixer_layer(GatedDeltaNetConfig(d_model=64))``
+    (:func:`spt.models.mixers.stack.mixer_layer`).
     """
 
-    def __init__(self, d_model: int, causal: bool = True, n_heads: int = 0, head_dim: int = 256,
-                 expand_v: int = 2, d_conv: int = 4, conv_bias: bool = False):
+    def __init__(self, d_model: int, causal: bool, *, n_heads: int, head_dim: int, expand_v: int,
+                 d_conv: int, conv_bias: bool):
         super().__init__()
         if not n_heads and not head_dim:
             raise ValueError("GatedDeltaNet: give n_heads or head_dim (both are 0)")

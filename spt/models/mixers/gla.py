@@ -66,10 +66,13 @@ class GLA(nn.Module):
     (the output gate) and ``o_proj`` as fla names them, ``norm`` (fla's ``g_norm``: RMSNorm per head
     then the gate, one scale shared by the heads), and per direction ``cores.<k>.gk_proj`` (k = 1:
     the reversed direction).
+    Every value comes from :class:`spt.mixer_config.GLAConfig`, where the authors' defaults are
+    stated (this class has none): ``mixer_layer(GLAConfig(d_model=64))``
+    (:func:`spt.models.mixers.stack.mixer_layer`).
     """
 
-    def __init__(self, d_model: int, causal: bool = True, n_heads: int = 4, expand_k: float = 0.5,
-                 expand_v: float = 1.0, gate_rank: int = 16, gate_norm: float = 16.0):
+    def __init__(self, d_model: int, causal: bool, *, n_heads: int, expand_k: float,
+                 expand_v: float, gate_rank: int, gate_norm: float):
         super().__init__()
         key_dim, value_dim = d_model * expand_k, d_model * expand_v
         for name, width in (("expand_k", key_dim), ("expand_v", value_dim)):

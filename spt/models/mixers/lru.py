@@ -59,7 +59,7 @@ class LRUCore(nn.Module):
     candidates = ("torch",)  # no library kernel: nothing to choose
 
     def __init__(self, d_model: int, d_state: int, r_min: float, r_max: float, max_phase: float,
-                 recurrent_lr_scale: Optional[float] = 0.5):
+                 recurrent_lr_scale: Optional[float]):
         super().__init__()
         nu_log, theta_log = ring_init(d_state, r_min, r_max, max_phase)
         self.nu_log = nn.Parameter(nu_log)
@@ -96,11 +96,13 @@ class LRU(nn.Module):
     multiple of the run's (module docstring). Parameters per direction ``cores.<k>.{nu_log,
     theta_log, gamma_log, B_re, B_im, C_re, C_im, D}`` (k = 1: the reversed direction), and the
     shared ``glu``.
+    Every value comes from :class:`spt.mixer_config.LRUConfig`, where the authors' defaults are
+    stated (this class has none): ``mixer_layer(LRUConfig(d_model=64))``
+    (:func:`spt.models.mixers.stack.mixer_layer`).
     """
 
-    def __init__(self, d_model: int, causal: bool = True, d_state: int = 0, r_min: float = 0.9,
-                 r_max: float = 0.999, max_phase: float = 6.283,
-                 recurrent_lr_scale: Optional[float] = 0.5):
+    def __init__(self, d_model: int, causal: bool, *, d_state: int, r_min: float, r_max: float,
+                 max_phase: float, recurrent_lr_scale: Optional[float]):
         super().__init__()
         if not 0.0 <= r_min < r_max < 1.0:
             raise ValueError(f"LRU: need 0 <= r_min < r_max < 1, got r_min={r_min!r}, r_max={r_max!r}")

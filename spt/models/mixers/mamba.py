@@ -87,10 +87,13 @@ class Mamba(nn.Module):
     d_state : N per channel; expand : E; d_conv : convolution taps; dt_rank : R (0: ceil(D/16));
     dt_min, dt_max : range of the initial step sizes. Parameters ``in_proj``, ``out_proj`` and per
     direction ``cores.<k>.{conv, x_proj, dt_proj, A_log, D}`` (k = 1: the reversed direction).
+    Every value comes from :class:`spt.mixer_config.MambaConfig`, where the authors' defaults are
+    stated (this class has none): ``mixer_layer(MambaConfig(d_model=64))``
+    (:func:`spt.models.mixers.stack.mixer_layer`).
     """
 
-    def __init__(self, d_model: int, causal: bool = True, d_state: int = 16, expand: int = 2,
-                 d_conv: int = 4, dt_rank: int = 0, dt_min: float = 0.001, dt_max: float = 0.1):
+    def __init__(self, d_model: int, causal: bool, *, d_state: int, expand: int, d_conv: int,
+                 dt_rank: int, dt_min: float, dt_max: float):
         super().__init__()
         self.causal = causal
         inner = expand * d_model

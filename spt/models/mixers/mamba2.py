@@ -82,10 +82,13 @@ class Mamba2(nn.Module):
     convolution taps; dt_min, dt_max : range of the initial step sizes. Parameters ``in_proj``,
     ``norm``, ``out_proj`` and per direction ``cores.<k>.{conv, dt_bias, A_log, D}`` (k = 1: the
     reversed direction).
+    Every value comes from :class:`spt.mixer_config.Mamba2Config`, where the authors' defaults are
+    stated (this class has none): ``mixer_layer(Mamba2Config(d_model=64))``
+    (:func:`spt.models.mixers.stack.mixer_layer`).
     """
 
-    def __init__(self, d_model: int, causal: bool = True, d_state: int = 128, expand: int = 2,
-                 head_dim: int = 64, d_conv: int = 4, dt_min: float = 0.001, dt_max: float = 0.1):
+    def __init__(self, d_model: int, causal: bool, *, d_state: int, expand: int, head_dim: int,
+                 d_conv: int, dt_min: float, dt_max: float):
         super().__init__()
         inner = expand * d_model
         if inner % head_dim:

@@ -61,16 +61,21 @@ class MixerBlock(nn.Module):
         return x if self.mlp is None else self.mlp(x, valid)
 
 
+def mixer_layer(cfg, causal: Optional[bool] = None) -> nn.Module:
+    """One mixer layer as the config `cfg` builds it (what each block of :class:`MixerStack` holds):
+    the layer takes every value from the config, whose defaults are its authors'. causal: the
+    config's own unless given. (B, L, D) -> (B, L, D)."""
+    return build_layer(import_layer(cfg.layer), cfg, cfg.causal if causal is None else causal)
+
+
 class MixerStack(NormedStack):
     """n_layers blocks of the config's mixer (each followed by a SwiGLU block of
     :func:`~spt.mixer_config.mlp_width` when mlp_expand > 0), then the final norm.
     forward(x (B, L, D), valid (B, L) bool or None) -> (B, L, D)."""
 
     def __init__(self, cfg):
-        cls = import_layer(cfg.layer)
         norm, hidden = block_norm(cfg), mlp_width(cfg)
-        blocks = [MixerBlock(LayerBlock(build_layer(cls, cfg, cfg.causal), cfg.d_model, cfg.dropout,
-                                        norm),
+        blocks = [MixerBlock(LayerBlock(mixer_layer(cfg), cfg.d_model, cfg.dropout, norm),
                              SwiGLU(cfg.d_model, hidden, cfg.dropout, norm) if hidden else None)
                   for _ in range(cfg.n_layers)]
         super().__init__(blocks, cfg.d_model, cfg.causal, norm)

@@ -95,12 +95,13 @@ class Prior:
 
     model: Optional[Callable] = None  # model config -> the prior's model config; None: unchanged
     techniques: bool = False
+    fits: Callable = lambda model: True  # whether the prior can change this model config
 
 
 # model family -> {prior name: Prior}
 PRIORS = {"transformer": {"alibi": Prior(alibi), "alibi_bias": Prior(alibi_bias),
                           "techniques": Prior(techniques=True)},
-          "s4": {"free_conv": Prior(free_conv), "tdi": Prior(tdi),
+          "s4": {"free_conv": Prior(free_conv), "tdi": Prior(tdi, fits=lambda m: m.takes_task_init),
                  "techniques": Prior(techniques=True),
                  "free_conv+techniques": Prior(free_conv, techniques=True)}}
 TECHNIQUES_NOTE = ("Miralles-Gonzalez et al. 2025's techniques against data inefficiency, as their "
@@ -202,7 +203,7 @@ def family_of(model) -> Optional[str]:
 
 
 def _applies(family: str, prior: str, model, task: str) -> bool:
-    return prior in priors_for(family, task) and not (prior == "tdi" and model.kind == "dlr")
+    return prior in priors_for(family, task) and PRIORS[family][prior].fits(model)
 
 
 def with_baselines(p: GridPreset, names, study: str = "") -> GridPreset:

@@ -154,15 +154,14 @@ _READINGS = (
 def readings(cells) -> list:
     """[(coords, text)] of every reading that applies to a stage of the (coords, [StageView])
     cells: the rule spt chose where the paper and the authors' configs disagree or are silent,
-    and every way a mixer departs from its authors' layer and block
-    (:func:`spt.studies.machinery.mixer_authors.departures`)."""
-    from .mixer_authors import departures as mixer_departures
+    and every way a model departs from its authors' layer and block
+    (:meth:`spt.mixer_config.MixerConfig.departures`)."""
     out = []
     for coords, views in cells:
         stages = [(v, stage_values(v)) for v in views]
         out += [(coords, text) for text, applies in _READINGS
                 if any(applies(v, f) for v, f in stages)]
         mixer = dict.fromkeys(t for v in views
-                              for t in mixer_departures(v.model, getattr(v.task, "name", "")))
+                              for t in v.model.departures(getattr(v.task, "name", "")))
         out += [(coords, text) for text in mixer]
     return out

@@ -143,14 +143,9 @@ SMOKE_EPOCHS = 2
 
 
 def shrink(model, **sizes):
-    """The paper's model reduced to smoke size, keeping its kind, positions, pooling, causality."""
-    if model.family == "ssm":
-        base = dict(d_model=16, n_layers=2, d_state=8 if model.kind != "dlr" else 16)
-    else:  # the Transformer's sizes, or a mixer's (which has no heads or d_ff of its own)
-        fields = {f.name for f in dataclasses.fields(model)}
-        base = {k: v for k, v in dict(d_model=32, n_layers=2, n_heads=2, d_ff=64).items()
-                if k in fields}
-    base.update(sizes)
+    """The paper's model reduced to smoke size (its config's smoke_shape, then `sizes`), keeping its
+    kind, positions, pooling, causality."""
+    base = {**model.smoke_shape, **sizes}
     if getattr(model, "n_ssm", None):  # shared (A, B) copies that still divide the width
         base["n_ssm"] = math.gcd(model.n_ssm, base["d_model"])
     return replace(model, **base)

@@ -72,7 +72,7 @@ VALIDATION = {"listops": "official", "retrieval": "official", "text": "train10%"
 
 def model_values(m) -> dict:
     """The architecture fields of a model config (None where the config has no such field)."""
-    ssm = getattr(m, "kind", None) in ("s4", "s4d", "dlr")
+    ssm = getattr(m, "family", None) == "ssm"
     out = {"layers": getattr(m, "n_layers", None), "width": getattr(m, "d_model", None),
            "heads": getattr(m, "n_heads", None), "ff": getattr(m, "d_ff", None),
            "positions": getattr(m, "positions", None) if not ssm else None,
@@ -80,9 +80,8 @@ def model_values(m) -> dict:
            "dt_lr": None, "dt_min": None, "dt_max": None, "tie_dropout": None}
     if ssm:
         out.update(state=m.d_state, norm=m.norm, prenorm=m.prenorm, ssm_lr=m.lr,
-                   dt_lr=None if m.kind == "dlr" else (m.lr if m.dt_lr is None else m.dt_lr),
-                   dt_min=m.dt_min, dt_max=m.dt_max, tie_dropout=m.tie_dropout,
-                   n_ssm=(m.n_ssm or m.d_model) if m.kind == "s4" else None)
+                   dt_lr=m.dt_rate, dt_min=m.dt_min, dt_max=m.dt_max, tie_dropout=m.tie_dropout,
+                   n_ssm=m.ssm_copies)
     return out
 
 

@@ -1,8 +1,9 @@
-"""The shapes the mixers' authors give their layers and blocks, and how a mixer config of
-:mod:`spt.mixer_config` departs from them (printed by ``Study.deviations``, through
-:func:`spt.studies.machinery.departures.readings`).
+"""What the mixers' authors' code says, as reference data: the values each config of
+:mod:`spt.mixer_config` takes as its defaults (each config names its source, ``source``), the
+LRU's per-task settings, and the sentences that say how spt departs from them
+(:meth:`spt.mixer_config.MixerConfig.departures`, printed by ``Study.deviations``).
 
-Every value below was read from the file named beside it:
+Every value below and every config default it names was read from the file named beside it:
 
     mamba-ssm (state-spaces/mamba)
       mamba_ssm/modules/mamba_simple.py     Mamba: d_state 16, d_conv 4, expand 2, dt_rank ceil(D/16)
@@ -33,16 +34,9 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from ...mixer_config import (
-    GDN_KEY_RATIO,
-    GatedDeltaNetConfig,
-    GLAConfig,
-    LRUConfig,
-    Mamba2Config,
-    MambaConfig,
-    gated_deltanet_heads,
-    mlp_width,
-)
+# fla's rule for a GatedDeltaNet layer's key width: num_heads * head_dim = 0.75 * hidden_size
+# (fla/layers/gated_deltanet.py, its class docstring)
+GDN_KEY_RATIO = 0.75
 
 
 class LRUTask(NamedTuple):
@@ -80,24 +74,6 @@ LRU_LR_FACTOR = ("LRU: recurrent parameters (nu, theta, gamma, B) at {ours} the 
                  "the LRU's port (jhuang265/s4) uses {theirs}x; spt keeps minimal-LRU's one value, "
                  "0.5x on every task, until the LRU paper's own are read")
 
-# {config class: (the authors' code, {field: their value})}: the fields a plain comparison covers
-AUTHORS = {
-    MambaConfig: ("mamba-ssm's Mamba (mamba_simple.py, config_mamba.py)",
-                  {"d_state": 16, "expand": 2, "d_conv": 4, "dt_rank": 0, "dt_min": 0.001,
-                   "dt_max": 0.1, "block_norm": "rms", "mlp_expand": 0}),
-    Mamba2Config: ("mamba-ssm's Mamba2 (mamba2.py, config_mamba.py)",
-                   {"d_state": 128, "expand": 2, "head_dim": 64, "d_conv": 4, "dt_min": 0.001,
-                    "dt_max": 0.1, "block_norm": "rms", "mlp_expand": 0}),
-    GatedDeltaNetConfig: ("fla's GatedDeltaNet (layers/gated_deltanet.py, its model's block)",
-                          {"head_dim": 256, "expand_v": 2, "d_conv": 4, "conv_bias": False,
-                           "block_norm": "rms", "mlp_expand": 4, "mlp_multiple": 256}),
-    GLAConfig: ("fla's GLA (configuration_gla.py, layers/gla.py)",
-                {"n_heads": 4, "expand_k": 0.5, "expand_v": 1.0, "gate_rank": 16,
-                 "gate_norm": 16.0, "block_norm": "rms", "mlp_expand": 4, "mlp_multiple": 256}),
-    LRUConfig: ("minimal-LRU (the LRU's reference code)",
-                {"recurrent_lr_scale": 0.5, "mlp_expand": 0}),
-}
-
 BIDIRECTIONAL = ("both ways (every arm but causal SPT's): every mixer runs its recurrence over the rows "
                  "and over the reversed rows, one set of direction parameters per way sharing the "
                  "input and output projections (as Caduceus' BiMamba ties them), the two summed; "
@@ -119,9 +95,8 @@ MAMBA_DT_BIAS = ("Mamba: dt_proj.bias is exempt from weight decay, as Mamba-2's 
                  "(_no_weight_decay), so under the S4 protocol's decay of every parameter "
                  "(wd_groups all, the authors' train.py) theirs would decay it: one parameter group "
                  "of the inverse-softplus step sizes, kept undecayed in spt like Mamba-2's")
-# what a mixer's own code does otherwise than its authors', beyond the fields above
-OWN_NOTES = {MambaConfig: (MAMBA_DT_BIAS,)}
-
+# how each authors' code initialises its linear maps, which spt does not copy ({name}: the
+# mixer's title)
 INIT = {
     "mamba-ssm": ("{name}: linear maps keep PyTorch's initialisation; mamba-ssm's language model "
                   "re-initialises them (Linear biases zeroed, out_proj divided by sqrt(n_layers)), "
@@ -131,68 +106,46 @@ INIT = {
     "minimal-LRU": ("LRU: the GLU's linear maps keep PyTorch's initialisation where minimal-LRU's "
                     "(flax) are LeCun-normal with zero biases"),
 }
-_NAMES = {MambaConfig: ("Mamba", "mamba-ssm"), Mamba2Config: ("Mamba-2", "mamba-ssm"),
-          GatedDeltaNetConfig: ("Gated DeltaNet", "fla"), GLAConfig: ("GLA", "fla"),
-          LRUConfig: ("LRU", "minimal-LRU")}
 
 
-def departures(model, task: str = "") -> list[str]:
-    """One sentence per way `model` departs from its authors' layer and block on `task` (an LRA
-    task name; others skip the per-task comparisons); [] for a model that is not a mixer config."""
-    if type(model) not in AUTHORS:
-        return []
-    kind = type(model)
-    source, theirs = AUTHORS[kind]
-    name, family = _NAMES[kind]
-    out = [f"{name}: {field} {getattr(model, field)!r} where {source} has {value!r}"
-           + _mlp_says(model, field)
-           for field, value in theirs.items() if getattr(model, field) != value]
-    if kind is GatedDeltaNetConfig:
-        out += _gated_deltanet(model)
-    if kind is LRUConfig:
-        out += _lru(model, task)
-    out += OWN_NOTES.get(kind, ())
-    if not model.causal:
-        out.append(BIDIRECTIONAL)
-    out.append(INIT[family].format(name=name))
-    return out
+def gated_deltanet_heads(d_model: int, n_heads: int, head_dim: int) -> tuple[int, int]:
+    """(heads, key width per head) of a Gated DeltaNet layer. head_dim 0: n_heads heads of
+    D / n_heads; n_heads 0: heads of head_dim, as many as make the key width closest to
+    GDN_KEY_RATIO * D, at least one (fla's default: D = 2048, 6 heads of 256)."""
+    if not head_dim:
+        return n_heads, d_model // n_heads
+    if not n_heads:
+        return max(1, round(GDN_KEY_RATIO * d_model / head_dim)), head_dim
+    return n_heads, head_dim
 
 
-def _mlp_says(model, field: str) -> str:
-    if field not in ("mlp_expand", "mlp_multiple"):
-        return ""
-    return f" (an MLP of width {mlp_width(model)} at D = {model.d_model})"
-
-
-def _gated_deltanet(model) -> list[str]:
-    heads, key = gated_deltanet_heads(model.d_model, model.n_heads, model.head_dim)
-    fla_width = GDN_KEY_RATIO * model.d_model
+def gated_deltanet_departures(d_model: int, n_heads: int, head_dim: int) -> list[str]:
+    """How a Gated DeltaNet layer's heads depart from fla's rule (a key width of 0.75 D)."""
+    heads, key = gated_deltanet_heads(d_model, n_heads, head_dim)
+    fla_width = GDN_KEY_RATIO * d_model
     if heads * key == fla_width:
         return []
-    if model.n_heads == 0 and model.head_dim == 256:
+    if n_heads == 0 and head_dim == 256:
         return [GDN_KEY_WIDTH]
-    return [f"Gated DeltaNet: {heads} heads of {key} key channels where fla's rule asks heads of "
-            f"256 and a key width 0.75 D = {fla_width:g}"]
+    return [f"Gated DeltaNet: {heads} heads of {key} key channels where fla's rule asks heads "
+            f"of 256 and a key width 0.75 D = {fla_width:g}"]
 
 
-def _lru(model, task: str) -> list[str]:
-    out = []
-    if model.block_norm == "layer":
-        out.append(LRU_BATCHNORM)
-    else:
-        out.append(f"LRU: block_norm {model.block_norm!r} where the LRU's LRA runs use BatchNorm")
-    out.append(LRU_FINAL_NORM)
-    if model.dropout:
+def lru_departures(cfg, task: str) -> list[str]:
+    """How an LRU config (its block_norm, dropout, ring, phase, state size and recurrent lr)
+    departs from the LRU's runs on `task` (an LRA task: the port's settings, LRU_TASKS)."""
+    out = [LRU_BATCHNORM if cfg.block_norm == "layer" else
+           f"LRU: block_norm {cfg.block_norm!r} where the LRU's LRA runs use BatchNorm",
+           LRU_FINAL_NORM]
+    if cfg.dropout:
         out.append(LRU_DROPOUT)
     paper = LRU_TASKS.get(task)
     if paper is not None:
-        ours = LRUTask(model.r_min, model.r_max, model.max_phase, model.d_state or model.d_model)
-        for field, value in paper._asdict().items():
-            if not math.isclose(getattr(ours, field), value, rel_tol=1e-9):
-                out.append(f"LRU: {field} {getattr(ours, field):g} where the LRU's {task} runs "
-                           f"use {value:g} (its port, LRU_TASKS)")
-    theirs = LRU_PORT_LR_FACTOR.get(task)
-    scale = model.recurrent_lr_scale
+        ours = LRUTask(cfg.r_min, cfg.r_max, cfg.max_phase, cfg.d_state or cfg.d_model)
+        out += [f"LRU: {field} {getattr(ours, field):g} where the LRU's {task} runs use "
+                f"{value:g} (its port, LRU_TASKS)" for field, value in paper._asdict().items()
+                if not math.isclose(getattr(ours, field), value, rel_tol=1e-9)]
+    theirs, scale = LRU_PORT_LR_FACTOR.get(task), cfg.recurrent_lr_scale
     if theirs is not None and scale != theirs:
         ours = "1x (the run's lr, B decayed)" if scale is None else f"{scale:g}x"
         out.append(LRU_LR_FACTOR.format(ours=ours, task=task, theirs=f"{theirs:g}"))
