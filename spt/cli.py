@@ -62,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .data.cli import add_data_commands
 
     add_data_commands(sub)
-    from .studies.cli import add_notebook_commands, add_study_commands, add_tune_command
+    from .studies.cli_parsers import add_notebook_commands, add_study_commands, add_tune_command
 
     add_study_commands(sub)
     add_tune_command(sub)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal, Mapping, Optional, Union
+from typing import ClassVar, Literal, Optional, Union
 
 from .compat import LATER_TRAIN_FIELDS  # noqa: F401  (public here: the TrainConfig fields files may lack)
 from .config_base import (  # noqa: F401  (Head, Pooling, ModelConfigBase: public here too)
@@ -73,6 +73,7 @@ class TransformerConfig(ModelConfigBase):
     """
 
     family: ClassVar[str] = "transformer"
+    smoke_shape: ClassVar[dict] = {"d_model": 32, "n_layers": 2, "n_heads": 2, "d_ff": 64}
 
     n_layers: int = 3
     dropout: float = 0.1
@@ -363,6 +364,7 @@ class TrainConfig:
                              f"warmup_steps >= 1 (got {self.warmup_steps})")
         if self.select is not None:
             _check_choice(c, "select", self.select, tuple(self.SELECT_METRICS))
+        from .kernels.paths import check_paths_spec
         object.__setattr__(self, "paths", check_paths_spec(self.paths, f"{c}.paths"))
         pinned = {} if isinstance(self.paths, str) else dict(self.paths)
         if pinned.get("step") == "graphs" and (self.compile or self.grad_checkpointing):
@@ -374,31 +376,6 @@ class TrainConfig:
 # says execution=True): a killed run may resume with other values, and a result computed on a GPU
 # is the same study cell on a CPU.
 EXECUTION_FIELDS = execution_fields(TrainConfig)
-
-
-def check_paths_spec(spec, where: str = "paths"):
-    """A paths setting as TrainConfig keeps it: "auto", "reference", or a mapping {kind or module
-    name: path} as a sorted tuple of pairs (a frozen config must hash; a list of pairs, its JSON
-    form, is read back too). Paths must be words of :data:`spt.kernels.paths.PATHS`; the step
-    ("step") takes "eager" or "graphs"; "others" says what the modules (and the step) the mapping
-    does not name do: "auto" (measured, the default) or "reference"."""
-    from .kernels.paths import OTHERS, PATHS, STEP, STEP_PATHS
-
-    if isinstance(spec, str):
-        if spec not in ("auto", "reference"):
-            raise ValueError(f"{where} must be 'auto', 'reference' or a mapping {{kind or module "
-                             f"name: path}}, got {spec!r}")
-        return spec
-    try:
-        pairs = dict(spec.items() if isinstance(spec, Mapping) else spec)
-    except (TypeError, ValueError):
-        raise ValueError(f"{where} must be 'auto', 'reference' or a mapping {{kind or module "
-                         f"name: path}}, got {spec!r}") from None
-    for name, path in pairs.items():
-        allowed = {STEP: STEP_PATHS, OTHERS: ("auto", "reference")}.get(name, tuple(PATHS))
-        if not isinstance(name, str) or path not in allowed:
-            raise ValueError(f"{where}[{name!r}] = {path!r}: a path is one of {allowed}")
-    return tuple(sorted(pairs.items()))
 
 
 def replace(cfg, **changes):

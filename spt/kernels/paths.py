@@ -130,3 +130,26 @@ def kinds_of(model: nn.Module) -> dict[str, str]:
     for m in choosers(model).values():
         out[m.path_kind] = m.path if out.get(m.path_kind, m.path) == m.path else "mixed"
     return out
+
+
+def check_paths_spec(spec, where: str = "paths"):
+    """A paths setting as TrainConfig keeps it: "auto", "reference", or a mapping {kind or module
+    name: path} as a sorted tuple of pairs (a frozen config must hash; a list of pairs, its JSON
+    form, is read back too). Paths must be words of :data:`PATHS`; the step
+    ("step") takes "eager" or "graphs"; "others" says what the modules (and the step) the mapping
+    does not name do: "auto" (measured, the default) or "reference"."""
+    if isinstance(spec, str):
+        if spec not in ("auto", "reference"):
+            raise ValueError(f"{where} must be 'auto', 'reference' or a mapping {{kind or module "
+                             f"name: path}}, got {spec!r}")
+        return spec
+    try:
+        pairs = dict(spec.items() if isinstance(spec, Mapping) else spec)
+    except (TypeError, ValueError):
+        raise ValueError(f"{where} must be 'auto', 'reference' or a mapping {{kind or module "
+                         f"name: path}}, got {spec!r}") from None
+    for name, path in pairs.items():
+        allowed = {STEP: STEP_PATHS, OTHERS: ("auto", "reference")}.get(name, tuple(PATHS))
+        if not isinstance(name, str) or path not in allowed:
+            raise ValueError(f"{where}[{name!r}] = {path!r}: a path is one of {allowed}")
+    return tuple(sorted(pairs.items()))

@@ -20,7 +20,8 @@ Layout, one floor each (tests/test_structure.py keeps the arrows pointing down):
 - :mod:`spt.studies.registry`: every study by name;
 - ``spt/studies/commands/``: what takes a study by name (the notebook runner and batches, SLURM,
   parameters, plan, check, tune); it finds studies in the registry;
-- on top: :mod:`spt.studies.cli`, :mod:`spt.studies.laptop_results` and this package.
+- on top: :mod:`spt.studies.cli` (with :mod:`spt.studies.cli_parsers`),
+  :mod:`spt.studies.laptop_results` and this package.
 """
 from .commands.check import check
 from .commands.parameters import check_namespace

@@ -137,7 +137,7 @@ def test_check_estimates_each_stage_from_its_timed_step_and_the_plan(fixtures, c
 
 
 def test_the_cost_table_sums_cells_and_their_seeds():
-    from spt.studies.commands.check import CellCheck, cost_table
+    from spt.studies.commands.check_results import CellCheck, cost_table
     a = CellCheck("x", {"task": "a"}, estimate_h={"pretrain": 1.0, "finetune": 2.0},
                   unbounded_h={"pretrain": 1.0, "finetune": 30.0}, seeds=3)
     b = CellCheck("x", {"task": "b"}, estimate_h={"scratch": 0.5}, unbounded_h={"scratch": 0.5},

@@ -22,7 +22,8 @@ overestimates a GPU, whose larger batches run more efficiently). Multiplied by t
 stage's step cap and validations from the study's plan (:mod:`spt.studies.commands.plan`, the paper's split
 sizes unless ``sizes="data"``), they give each stage's estimated wall time on this device, at most
 its time budget; a cell's estimate is the sum of its stages, a study's the sum over its cells and
-seeds (:data:`ESTIMATE_ASSUMPTION` says what that assumes).
+seeds (:data:`spt.studies.commands.check_results.ESTIMATE_ASSUMPTION` says what that assumes;
+the tables: :mod:`spt.studies.commands.check_results`).
 
     results = check("02_transformers_vs_s4", preset="paper", data_root="/data/spt", batch=2)
     spt study check 02_transformers_vs_s4 --preset paper -p data_root /data/spt
@@ -45,9 +46,9 @@ import numpy as np
 import torch
 
 from ...config import TrainConfig, replace
-from ...provenance import describe_paths
 from ..machinery.arms import Arm, TaskRef
 from ..registry import study as find_study
+from .check_results import CellCheck, estimate
 
 # TrainConfig fields a dry run sets, whatever the preset says.
 _DRY_FIELDS = dict(epochs=1, accum_steps=1, patience=None, progress=False, num_workers=0,
@@ -59,14 +60,6 @@ _DRY_FIELDS = dict(epochs=1, accum_steps=1, patience=None, progress=False, num_w
 # (tests/studies/test_study_check.py).
 TIMED_STEPS = 2
 STEPS_IN_WORDS = {1: "one", 2: "two", 3: "three"}[TIMED_STEPS]
-ESTIMATE_ASSUMPTION = (
-    "estimated hours = step cap x (seconds of the dry run's second optimiser step) x (the "
-    "stage's batch / the dry run's batch: 1 when the check ran each stage at its own batch) + "
-    "validations x validation examples x (seconds per example of the dry run's validation), per "
-    "stage, at most the stage's time budget; the step cap and validations are the plan's (no "
-    "early stopping: a run stopped by patience ends sooner); at a fixed dry-run batch the step is "
-    "scaled linearly, which overestimates a GPU running larger batches more efficiently")
-
 # a stage that runs out of memory at its own batch is retried with the batch halved and the
 # gradient accumulation doubled, at most this many times
 MAX_HALVINGS = 6
@@ -126,73 +119,6 @@ class DryRun:
         return dataclasses.replace(
             arm, train=self.train(arm.train), lr_grid=arm.lr_grid[:1],
             pretrain=self.train(arm.pretrain) if arm.pretrain is not None else None)
-
-
-@dataclass
-class CellCheck:
-    """What the dry run of one cell found. error is "" when it passed."""
-
-    study: str
-    coords: dict
-    params: float = math.nan
-    seq_len: float = math.nan
-    stage_times: dict = dataclasses.field(default_factory=dict)  # stage -> seconds
-    seconds: float = math.nan  # the whole cell: data, model, every stage
-    peak_bytes: float = math.nan
-    error: str = ""
-    traceback: str = ""
-    step_seconds: dict = dataclasses.field(default_factory=dict)  # stage -> a timed step
-    eval_seconds: dict = dataclasses.field(default_factory=dict)  # stage -> s per val example
-    estimate_h: dict = dataclasses.field(default_factory=dict)    # stage -> estimated hours
-    unbounded_h: dict = dataclasses.field(default_factory=dict)   # the same without its budget
-    seeds: int = 1
-    oom: bool = False  # the error was running out of memory
-    skipped: str = ""  # why the cell was not run (a deadline), "" when it was
-    split: int = 1  # at the stages' own batch: the divisor of the batch that fit in memory
-    paths: dict = dataclasses.field(default_factory=dict)  # stage -> {kind: path} it ran
-
-    @property
-    def ok(self) -> bool:
-        return not self.error and not self.skipped
-
-    @property
-    def name(self) -> str:
-        """The cell's "dim=value ..." line without its seed (the plan's cell name)."""
-        return " ".join(f"{k}={v}" for k, v in self.coords.items() if k != "seed")
-
-    @property
-    def status(self) -> str:
-        return "pass" if self.ok else (self.skipped or f"FAIL {self.error}")
-
-    def row(self) -> dict:
-        """The cell as one table row (study, cell, status, params, seq_len, stage times, seconds,
-        timed steps, estimates, seeds, batch split, peak GiB, error)."""
-        return {"study": self.study, "cell": self.name, "status": self.status,
-                "params": self.params, "seq_len": self.seq_len,
-                **{f"{k}_s": v for k, v in self.stage_times.items()}, "cell_s": self.seconds,
-                **{f"{k}_step_s": v for k, v in self.step_seconds.items()},
-                **{f"{k}_est_h": v for k, v in self.estimate_h.items()}, "est_h": self.hours,
-                "unbounded_h": sum(self.unbounded_h.values()) if self.unbounded_h else math.nan,
-                "seeds": self.seeds, "split": self.split, "peak_GiB": self.peak_bytes / 2**30,
-                "paths": describe_paths(self.paths), "error": self.error}
-
-    def line(self) -> str:
-        stages = " ".join(f"{k} {v:.1f}s" for k, v in self.stage_times.items())
-        mem = f"{self.peak_bytes / 2**30:.2f} GiB" if self.peak_bytes == self.peak_bytes else "-"
-        params = f"{self.params / 1e6:.2f}M" if self.params == self.params else "-"
-        length = f"{int(self.seq_len)}" if self.seq_len == self.seq_len else "-"
-        status = self.status
-        if self.split > 1:
-            status += f" (batch / {self.split}, accumulation x {self.split}: out of memory at the full batch)"
-        est = f"{self.hours:9.1f} h" if self.estimate_h else "        - "
-        return (f"{self.study:<27} {self.name:<44} params {params:>7}  L {length:>6}  "
-                f"{stages or '-':<26} cell {self.seconds:6.1f}s  peak {mem:>9}  est {est}  "
-                f"{status}")
-
-    @property
-    def hours(self) -> float:
-        """Estimated hours of one seed of this cell (the sum of its stages)."""
-        return float(sum(self.estimate_h.values())) if self.estimate_h else math.nan
 
 
 # ------------------------------------------------------------------------------------ memory
@@ -319,23 +245,6 @@ def _check_cell(study: str, cell, device: torch.device) -> CellCheck:
     return r
 
 
-def estimate(r: CellCheck, plans: dict, dry_batch: Optional[int]) -> None:
-    """Fill r.estimate_h (hours per stage) and r.seeds from the cell's stage plans (see
-    ESTIMATE_ASSUMPTION); a stage whose plan or timing is missing is left out. dry_batch None:
-    the steps ran at each stage's own batch (r.split: divided, with as much more accumulation)."""
-    for stage, step_s in r.step_seconds.items():
-        p = plans.get((r.name, stage))
-        if p is None:
-            continue
-        ran = dry_batch if dry_batch is not None else max(1, p.batch // r.split) * r.split
-        seconds = p.cap * step_s * p.batch / ran
-        seconds += p.validations * p.examples.get("val", 0) * r.eval_seconds.get(stage, 0.0)
-        hours = seconds / 3600
-        r.unbounded_h[stage] = hours
-        r.estimate_h[stage] = hours if p.budget_h is None else min(hours, p.budget_h)
-        r.seeds = p.seeds
-
-
 def _first_seed(cells: Sequence) -> list:
     """One cell per grid point: the lowest seed (other seeds have the same shapes)."""
     seen, out = set(), []
@@ -435,56 +344,3 @@ def _plans(study, preset: str, data_root, sizes: str) -> dict:
         raise ValueError(f"sizes must be 'paper' or 'data', got {sizes!r}")
     root = data_root if (sizes == "data" or preset != "paper") else None
     return {(p.cell, p.stage): p for p in plan(study, preset=preset, data_root=root)}
-
-
-def summary(results: Sequence[CellCheck]) -> str:
-    failed = [r for r in results if r.error]
-    skipped = [r for r in results if r.skipped]
-    total = sum(r.seconds for r in results if r.seconds == r.seconds)
-    peak = max((r.peak_bytes for r in results if r.peak_bytes == r.peak_bytes),
-               default=float("nan"))
-    return (f"{len(results)} cells: {len(results) - len(failed) - len(skipped)} passed, "
-            f"{len(failed)} failed{f', {len(skipped)} not checked' if skipped else ''}; "
-            f"{total:.0f} s in all; highest peak {peak / 2**30:.2f} GiB")
-
-
-def paths_summary(results: Sequence[CellCheck]) -> str:
-    """The implementation paths the timed steps ran (TrainConfig.paths), one line per distinct
-    set with how many cells ran it: what the estimate assumes."""
-    counts: dict = {}
-    for r in results:
-        if r.paths:
-            key = describe_paths(r.paths)
-            counts[key] = counts.get(key, 0) + 1
-    if not counts:
-        return "paths: none recorded"
-    return "\n".join(f"paths ({n} cell{'s' if n > 1 else ''}): {k}" for k, n in counts.items())
-
-
-def cost_table(results: Sequence[CellCheck], device: str = ""):
-    """Estimated hours per study on the device the check ran on: its cells (one seed each), the
-    seeds of its preset, the hours of one seed of every cell and of every seed (each stage at most
-    its time budget), the cells whose budget cuts a stage short, and the hours one seed would take
-    without the budgets."""
-    import pandas as pd
-    rows = {}
-    for r in results:
-        row = rows.setdefault(r.study, {"cells": 0, "estimated": 0, "seeds": r.seeds,
-                                        "hours_one_seed": 0.0, "hours_all_seeds": 0.0,
-                                        "cut_by_budget": 0, "unbounded_one_seed": 0.0})
-        row["cells"] += 1
-        if r.estimate_h:
-            row["estimated"] += 1
-            row["hours_one_seed"] += r.hours
-            row["hours_all_seeds"] += r.hours * r.seeds
-            row["unbounded_one_seed"] += sum(r.unbounded_h.values())
-            row["cut_by_budget"] += any(r.unbounded_h[k] > v for k, v in r.estimate_h.items())
-    df = pd.DataFrame.from_dict(rows, orient="index")
-    df.index.name = f"study ({device})" if device else "study"
-    return df.round(1)
-
-
-def as_dataframe(results: Sequence[CellCheck]):
-    """One row per checked cell (:meth:`CellCheck.row`)."""
-    import pandas as pd
-    return pd.DataFrame([r.row() for r in results])
