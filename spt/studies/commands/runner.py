@@ -126,7 +126,7 @@ def run_study(name: str, out_dir, *, preset: Optional[str] = None, parameters: O
                                 Path(kernel_log)),
                             cwd=str(nb.parent), log_output=log_output, progress_bar=progress)
     except Exception as e:
-        full = _disk_full(e, out_dir)
+        full = _disk_full(e, out_nb)
         if full is not None:
             partial.unlink(missing_ok=True)
             Path(kernel_log).unlink(missing_ok=True)
@@ -148,13 +148,14 @@ def run_study(name: str, out_dir, *, preset: Optional[str] = None, parameters: O
     return out_nb
 
 
-def _disk_full(e: BaseException, out_dir: Path):
-    """A one-line DiskFullError when `e` (papermill writing the executed notebook, or the
-    notebook's own DiskFullError) is the disk under `out_dir` filling up; else None."""
+def _disk_full(e: BaseException, out_nb: Path):
+    """A one-line DiskFullError when `e` (papermill writing the executed notebook `out_nb`, or the
+    notebook's own DiskFullError) is the disk under its folder filling up; else None."""
     from ...atomic import DiskFullError, free_bytes, output_error
+    out_dir = out_nb.parent
     free = free_bytes(out_dir)
     inner = getattr(e, "ename", None) == "DiskFullError"
-    if not inner and not isinstance(output_error(e, out_dir / "x", free), DiskFullError):
+    if not inner and not isinstance(output_error(e, out_nb, free), DiskFullError):
         return None
     return DiskFullError(out_dir, (
         f"no space left on the device holding {out_dir} ({free / 2 ** 20:.1f} MiB free): the "
