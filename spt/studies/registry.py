@@ -32,6 +32,8 @@ STUDIES: dict[str, Study] = {m.STUDY.name: m.STUDY for m in (
     lra_transformers, transformers_vs_s4, explicit_priors, data_scales, text_corpus, kernel_decay,
     modalities, compute_tied, model_scales, modern_architectures, priors_and_range)}
 QUICKSTART: Study = quickstart.STUDY
+# every study a name finds: the quickstart and STUDIES
+_BY_NAME: dict[str, Study] = {QUICKSTART.name: QUICKSTART, **STUDIES}
 
 
 def study(name) -> Study:
@@ -39,15 +41,12 @@ def study(name) -> Study:
     or an error listing them."""
     if isinstance(name, Study):
         return name
-    if name == QUICKSTART.name:
-        return QUICKSTART
-    if name not in STUDIES:
-        raise ValueError(f"no study {name!r}; studies: {', '.join([QUICKSTART.name, *STUDIES])}")
-    return STUDIES[name]
+    if name not in _BY_NAME:
+        raise ValueError(f"no study {name!r}; studies: {', '.join(_BY_NAME)}")
+    return _BY_NAME[name]
 
 
 def notebook_study(nb) -> Optional[Study]:
     """The Study whose notebook is `nb` (a path; its stem is the study's name), or None (the
     walkthrough, the explorers and other notebooks that are no study)."""
-    name = Path(nb).stem
-    return QUICKSTART if name == QUICKSTART.name else STUDIES.get(name)
+    return _BY_NAME.get(Path(nb).stem)

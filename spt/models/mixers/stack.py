@@ -61,11 +61,11 @@ class MixerBlock(nn.Module):
         return x if self.mlp is None else self.mlp(x, valid)
 
 
-def mixer_layer(cfg, causal: Optional[bool] = None) -> nn.Module:
+def mixer_layer(cfg) -> nn.Module:
     """One mixer layer as the config `cfg` builds it (what each block of :class:`MixerStack` holds):
-    the layer takes every value from the config, whose defaults are its authors'. causal: the
-    config's own unless given. (B, L, D) -> (B, L, D)."""
-    return build_layer(import_layer(cfg.layer), cfg, cfg.causal if causal is None else causal)
+    the layer takes every value from the config, whose defaults are its authors'.
+    (B, L, D) -> (B, L, D)."""
+    return build_layer(import_layer(cfg.layer), cfg, cfg.causal)
 
 
 class MixerStack(NormedStack):

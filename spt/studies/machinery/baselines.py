@@ -70,8 +70,7 @@ def free_kernel_size(cfg: SSMConfig) -> str:
     from ...models.ssm_kernels import make_kernel
     n_dir = 1 if cfg.causal else 2
     free = cfg.n_layers * n_dir * cfg.d_model * cfg.max_len
-    # random_ssm: the same parameters without the HiPPO set-up
-    kernels = cfg.n_layers * count_parameters(make_kernel(replace(cfg, init="random_ssm"), n_dir))
+    kernels = cfg.n_layers * count_parameters(make_kernel(cfg.counting_form(), n_dir))
     model = count_parameters_of(cfg)
     return (f"its free kernels hold {free / 1e6:.2f}M weights ({cfg.n_layers} layers x {n_dir} "
             f"directions x {cfg.d_model} channels x {cfg.max_len} lags), against "
